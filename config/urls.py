@@ -1,0 +1,12 @@
+"""URL routes: the web UI, the REST API, webhooks, admin and health endpoints."""
+
+from django.contrib import admin
+from django.urls import path
+
+from apps.core import views as core_views
+
+urlpatterns = [
+    path("healthz", core_views.healthz, name="healthz"),
+    path("readyz", core_views.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+]
