@@ -156,6 +156,24 @@ INGRESS_CLASS = env_str("SLIPWAY_INGRESS_CLASS", "")
 INGRESS_TLS_SECRET = env_str("SLIPWAY_INGRESS_TLS_SECRET", "")
 REGISTRY = env_str("SLIPWAY_REGISTRY", "127.0.0.1:5000")
 REGISTRY_INSECURE = env_bool("SLIPWAY_REGISTRY_INSECURE", True)
+# A dockerconfigjson Secret (in each app namespace) the build pushes with; empty for an open registry.
+REGISTRY_SECRET = env_str("SLIPWAY_REGISTRY_SECRET", "")
+# Registries spoken to over plain HTTP when resolving image tags (loopback ones always are).
+INSECURE_REGISTRIES = env_list("SLIPWAY_INSECURE_REGISTRIES", [REGISTRY] if REGISTRY_INSECURE else [])
+PROGRESS_DEADLINE_SECONDS = env_int("SLIPWAY_PROGRESS_DEADLINE_SECONDS", 600, minimum=1)
+# Pinned build images and limits; builder.specs.BuildSettings holds the defaults.
+BUILD_SETTINGS: dict[str, object] = {
+    key: value
+    for key, value in {
+        "active_deadline_seconds": env_int("SLIPWAY_BUILD_DEADLINE_SECONDS", 1800, minimum=1),
+        "buildkit_image": env_str("SLIPWAY_BUILDKIT_IMAGE", ""),
+        "git_image": env_str("SLIPWAY_GIT_IMAGE", ""),
+        "railpack_version": env_str("SLIPWAY_RAILPACK_VERSION", ""),
+    }.items()
+    if value != ""
+}
+LEADER_ELECTION = env_bool("SLIPWAY_LEADER_ELECTION", True)
+CONTROLLER_NAMESPACE = env_str("SLIPWAY_CONTROLLER_NAMESPACE", "slipway-system")
 
 # Deadlines per non-final status, in seconds; the reconciler fails anything past them.
 DEADLINES = {

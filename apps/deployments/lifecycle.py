@@ -115,7 +115,7 @@ def transition(
             updates["stopped_reason"] = reason
         elif to == Status.DEPLOYING:
             # A redeploy starts a fresh attempt: the old outcome no longer describes it.
-            updates.update(error="", stopped_reason="", live_at=None, failed_at=None, stopped_at=None)
+            updates.update(error="", stopped_reason="", live_at=None, failed_at=None, stopped_at=None, rollout_generation=None)
         if image is not None:
             updates["image"] = image
         changed = Deployment.objects.filter(pk=locked.pk, status=frm).update(**updates)

@@ -123,6 +123,10 @@ class Deployment(models.Model):
     live_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # The Kubernetes Deployment's metadata.generation our last apply produced: the controller
+    # judges a rollout only once the cluster has observed this generation, so the previous
+    # rollout's completed status is never mistaken for this one's.
+    rollout_generation = models.BigIntegerField(null=True, blank=True, editable=False)
     # When the status last changed: deadlines count from here.
     status_changed_at = models.DateTimeField(default=timezone.now)
 

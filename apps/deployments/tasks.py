@@ -9,7 +9,18 @@ from __future__ import annotations
 
 from celery import shared_task
 
-TASK_OPTIONS = {"acks_late": True, "ignore_result": True}
+from apps.deployments.pipeline_errors import TemporaryError
+
+# A temporary error (cluster or registry unreachable) is retried with back-off; after
+# that the reconciler re-drives whatever is still stuck.
+TASK_OPTIONS = {
+    "acks_late": True,
+    "ignore_result": True,
+    "autoretry_for": (TemporaryError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "max_retries": 6,
+}
 
 
 @shared_task(name="deployments.run", **TASK_OPTIONS)

@@ -1,0 +1,5 @@
+"""URL routes of apps.web."""
+
+from django.urls import path  # noqa: F401
+
+urlpatterns: list = []
