@@ -132,6 +132,7 @@ else:
         "processed_folder": str(_queue / "processed"),
         "store_processed": False,
     }
+CELERY_TASK_DEFAULT_QUEUE = env_str("SLIPWAY_CELERY_QUEUE", "slipway")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -233,6 +233,7 @@ class Controller:
             while not informer.synced.wait(1):
                 if self.stop.is_set():
                     return
+        log.info("controller %s: caches synced", self.identity)
         self.resync()
         next_resync = timezone.now() + dt.timedelta(seconds=RESYNC_SECONDS)
         while not self.stop.is_set():
