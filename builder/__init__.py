@@ -1,0 +1,1 @@
+"""Plain-Python build and deploy rendering, git and registry clients; no Django here."""
