@@ -163,7 +163,9 @@ class Cluster:
                 method, url, headers=headers, body=body, _request_timeout=timeout or self.timeout
             )
         except ApiException as e:
-            raise _error_from_response(e.status or 0, (e.body or "").encode() if isinstance(e.body, str) else (e.body or b""), what) from e
+            raise _error_from_response(
+                e.status or 0, (e.body or "").encode() if isinstance(e.body, str) else (e.body or b""), what
+            ) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise ClusterError(f"{what}: the cluster is unreachable ({e.__class__.__name__}: {e})", permanent=False) from e
         if stream:
@@ -228,7 +230,13 @@ class Cluster:
     def delete_collection(self, kind: str, namespace: str, *, selector: str) -> None:
         """Delete every object of ``kind`` in ``namespace`` matching ``selector``."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        self._request("DELETE", KINDS[kind].path(namespace), query=[("labelSelector", selector)], body=body, what=f"delete {kind} in {namespace}")
+        self._request(
+            "DELETE",
+            KINDS[kind].path(namespace),
+            query=[("labelSelector", selector)],
+            body=body,
+            what=f"delete {kind} in {namespace}",
+        )
 
     def delete_one_by_one(self, kind: str, namespace: str, *, selector: str, keep: set[str] | None = None) -> list[str]:
         """Delete each matching object whose name is not in ``keep``; return the names deleted (pruning)."""
@@ -244,7 +252,13 @@ class Cluster:
     # -- watching ----------------------------------------------------------------------------
 
     def watch(
-        self, kind: str, namespace: str | None = None, *, selector: str = "", resource_version: str = "", seconds: int = WATCH_SECONDS
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        selector: str = "",
+        resource_version: str = "",
+        seconds: int = WATCH_SECONDS,
     ) -> Iterator[Obj]:
         """Yield watch events ({type, object}) from ``resource_version`` on, bookmarks included.
 
@@ -256,7 +270,12 @@ class Cluster:
         if resource_version:
             query.append(("resourceVersion", resource_version))
         response = self._request(
-            "GET", KINDS[kind].path(namespace), query=query, timeout=(self.timeout, seconds + 30), stream=True, what=f"watch {kind}"
+            "GET",
+            KINDS[kind].path(namespace),
+            query=query,
+            timeout=(self.timeout, seconds + 30),
+            stream=True,
+            what=f"watch {kind}",
         )
         try:
             for line in _lines(response):

@@ -71,11 +71,7 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": environ.Env.db_url_config(
-        env_str("DATABASE_URL", f"sqlite:///{STATE_DIR / 'slipway.sqlite3'}")
-    )
-}
+DATABASES = {"default": environ.Env.db_url_config(env_str("DATABASE_URL", f"sqlite:///{STATE_DIR / 'slipway.sqlite3'}"))}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("SLIPWAY_DB_CONN_MAX_AGE", 0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web, worker and controller processes read while one writes.

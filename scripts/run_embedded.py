@@ -27,7 +27,9 @@ def keys() -> dict[str, str]:
         from cryptography.fernet import Fernet
 
         STATE.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"SLIPWAY_SECRET_KEY={secrets.token_urlsafe(50)}\nSLIPWAY_ENCRYPTION_KEYS={Fernet.generate_key().decode()}\n")
+        path.write_text(
+            f"SLIPWAY_SECRET_KEY={secrets.token_urlsafe(50)}\nSLIPWAY_ENCRYPTION_KEYS={Fernet.generate_key().decode()}\n"
+        )
         path.chmod(0o600)
     return dict(line.split("=", 1) for line in path.read_text().split())
 
@@ -62,9 +64,31 @@ def main() -> int:
         password_file.write_text(password)
         password_file.chmod(0o600)
     commands = {
-        "web": [py, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn.workers.UvicornWorker", "--bind", f"127.0.0.1:{PORT}", "--workers", "2"],
+        "web": [
+            py,
+            "-m",
+            "gunicorn",
+            "config.asgi:application",
+            "-k",
+            "uvicorn.workers.UvicornWorker",
+            "--bind",
+            f"127.0.0.1:{PORT}",
+            "--workers",
+            "2",
+        ],
         "worker": [py, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2"],
-        "beat": [py, "-m", "celery", "-A", "config", "beat", "--loglevel", "INFO", "--schedule", str(STATE / "celerybeat-schedule")],
+        "beat": [
+            py,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(STATE / "celerybeat-schedule"),
+        ],
         "controller": [*manage, "runcontroller"],
     }
     procs = {name: subprocess.Popen(cmd, env=env, cwd=ROOT) for name, cmd in commands.items()}

@@ -55,6 +55,5 @@ def decrypt(token: str) -> str:
         return _fernet(tuple(settings.ENCRYPTION_KEYS)).decrypt(token.encode()).decode()
     except InvalidToken:
         raise DecryptionError(
-            "a stored secret cannot be decrypted with SLIPWAY_ENCRYPTION_KEYS: "
-            "the key that encrypted it is missing or wrong"
+            "a stored secret cannot be decrypted with SLIPWAY_ENCRYPTION_KEYS: the key that encrypted it is missing or wrong"
         ) from None

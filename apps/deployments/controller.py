@@ -97,7 +97,10 @@ class Informer:
                     self.relist()
                     need_list = False
                 for event in self.kube.watch(
-                    self.kind, selector=f"{specs.LABEL_MANAGED_BY}={specs.MANAGED_BY}", resource_version=self.resource_version, seconds=60
+                    self.kind,
+                    selector=f"{specs.LABEL_MANAGED_BY}={specs.MANAGED_BY}",
+                    resource_version=self.resource_version,
+                    seconds=60,
                 ):
                     backoff = 0.5
                     kind, obj = event["type"], event["object"]
@@ -147,7 +150,9 @@ class LogCopier:
             if key in self.following:
                 return
             self.following.add(key)
-        threading.Thread(target=self._follow, args=(deployment_id, namespace, pod, container), daemon=True, name=f"log-{pod}-{container}").start()
+        threading.Thread(
+            target=self._follow, args=(deployment_id, namespace, pod, container), daemon=True, name=f"log-{pod}-{container}"
+        ).start()
 
     def _follow(self, deployment_id: int, namespace: str, pod: str, container: str) -> None:
         try:
@@ -165,7 +170,12 @@ class LogCopier:
         step = container if container in ("clone", "plan") else "build"
         secrets = logs.secret_values(deployment)
         with self._copy_lock(deployment_id):
-            last = LogLine.objects.filter(deployment=deployment, step__in=_steps_of(step)).order_by("-seq").values_list("timestamp", flat=True).first()
+            last = (
+                LogLine.objects.filter(deployment=deployment, step__in=_steps_of(step))
+                .order_by("-seq")
+                .values_list("timestamp", flat=True)
+                .first()
+            )
         since = last.isoformat().replace("+00:00", "Z") if last else None
         batch: list[tuple[str, str, dt.datetime]] = []
         for raw in self.kube.pod_log(namespace, pod, container, follow=follow, timestamps=True, since_time=since):
@@ -257,7 +267,11 @@ class Controller:
             _heartbeat()
 
     def resync(self) -> None:
-        names = set(App.objects.filter(deployments__status__in=[Status.BUILDING, Status.DEPLOYING, Status.LIVE]).values_list("name", flat=True))
+        names = set(
+            App.objects.filter(deployments__status__in=[Status.BUILDING, Status.DEPLOYING, Status.LIVE]).values_list(
+                "name", flat=True
+            )
+        )
         names |= set(App.objects.exclude(health_state=health.HealthState.NONE).values_list("name", flat=True))
         for name in names:
             self.judge_safely(name)
@@ -288,13 +302,19 @@ class Controller:
         self.judge_health(app, now)
 
     def _app_objects(self, kind: str, app: App) -> list[Obj]:
-        return [o for o in self.informers[kind].items() if _key(o)[0] == app.namespace and _labels(o).get(specs.LABEL_APP) == app.name]
+        return [
+            o for o in self.informers[kind].items() if _key(o)[0] == app.namespace and _labels(o).get(specs.LABEL_APP) == app.name
+        ]
 
     def judge_build(self, app: App, deployment: Deployment) -> None:
-        job_name = f"{app.name}-build-{deployment.number}"
+        from builder import jobs as build_jobs
+
+        job_name = build_jobs.build_job_name(app.name, deployment.number)
         job = self.informers["Job"].get(app.namespace, job_name)
         deleted = job is None and (app.namespace, job_name) in self.deleted_jobs
-        pods = [p for p in self._app_objects("Pod", app) if (p.get("metadata") or {}).get("labels", {}).get("job-name") == job_name]
+        pods = [
+            p for p in self._app_objects("Pod", app) if (p.get("metadata") or {}).get("labels", {}).get("job-name") == job_name
+        ]
         pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
         if pod is not None:
             self._follow_build_logs(deployment, pod)
@@ -316,13 +336,15 @@ class Controller:
 
         try:
             result = build_jobs.parse_termination_message(verdict.message)
-        except ValueError as e:
-            message = f"push failed: the build finished without reporting the image digest ({e})"
+        except build_jobs.BuildJobError as e:
+            message = f"push failed: {e}"
             logs.append(deployment, LogLine.Step.SYSTEM, f"Failed: {message}")
             transition(deployment, to=Status.FAILED, error=message, expect={Status.BUILDING})
             return
         logs.append(deployment, LogLine.Step.PUSH, f"Pushed {result.image}.")
-        if transition(deployment, to=Status.DEPLOYING, reason=f"built {result.image}", image=result.image, expect={Status.BUILDING}):
+        if transition(
+            deployment, to=Status.DEPLOYING, reason=f"built {result.image}", image=result.image, expect={Status.BUILDING}
+        ):
             tasks.apply_deployment.delay(deployment.pk)
 
     def _build_failure_message(self, deployment: Deployment, pod: Obj | None, verdict: Verdict) -> str:
@@ -333,9 +355,16 @@ class Controller:
             if cs.get("name") == verdict.container:
                 state = (cs.get("state") or {}).get("terminated") or {}
         steps = _steps_of(verdict.container if verdict.container in ("clone", "plan") else "build")
-        tail = list(reversed(LogLine.objects.filter(deployment=deployment, step__in=steps).order_by("-seq").values_list("text", flat=True)[:40]))
+        tail = reversed(
+            LogLine.objects.filter(deployment=deployment, step__in=steps).order_by("-seq").values_list("text", flat=True)[:40]
+        )
         return build_jobs.classify_build_failure(
-            verdict.container, state.get("exitCode", 1), tail, state.get("message", ""), commit=deployment.commit_sha, branch=deployment.app.branch
+            verdict.container,
+            state.get("exitCode", 1),
+            "\n".join(tail),
+            state.get("message", ""),
+            reason=state.get("reason"),
+            registry=settings.REGISTRY,
         )
 
     def _follow_build_logs(self, deployment: Deployment, pod: Obj) -> None:
@@ -395,7 +424,8 @@ class Controller:
         pods = [
             p
             for p in self._app_objects("Pod", app)
-            if _labels(p).get(specs.LABEL_COMPONENT) == specs.COMPONENT_APP and _labels(p).get(specs.LABEL_DEPLOYMENT) == str(serving.number)
+            if _labels(p).get(specs.LABEL_COMPONENT) == specs.COMPONENT_APP
+            and _labels(p).get(specs.LABEL_DEPLOYMENT) == str(serving.number)
         ]
         health_store.record(app_id=app.pk, health=health.classify(pods, serving=True, now=now), now=now)
 
@@ -411,7 +441,13 @@ def _heartbeat() -> None:
 def lead(kube: Cluster, *, identity: str, stop: threading.Event, elected: threading.Event, on_lost: Callable[[], None]) -> None:
     """Win the controller Lease (setting ``elected``) and renew it until ``stop``; call ``on_lost`` if it is taken away."""
     namespace = settings.CONTROLLER_NAMESPACE
-    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {specs.LABEL_MANAGED_BY: specs.MANAGED_BY}}})
+    kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {specs.LABEL_MANAGED_BY: specs.MANAGED_BY}},
+        }
+    )
     while not stop.is_set():
         try:
             if acquire(kube, namespace=namespace, identity=identity):
@@ -440,4 +476,6 @@ def acquire(kube: Cluster, *, namespace: str, identity: str) -> bool:
             age = (now - dt.datetime.fromisoformat(renewed.replace("Z", "+00:00"))).total_seconds()
             expired = age > spec.get("leaseDurationSeconds", LEASE_SECONDS)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return kube.lease_acquire(namespace=namespace, name=LEASE_NAME, identity=identity, duration=LEASE_SECONDS, now=stamp, expired=expired)
+    return kube.lease_acquire(
+        namespace=namespace, name=LEASE_NAME, identity=identity, duration=LEASE_SECONDS, now=stamp, expired=expired
+    )

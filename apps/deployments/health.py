@@ -47,8 +47,7 @@ REASON_MEANINGS = {
     "(e.g. OOMKilled (exit 137) means it ran out of memory)",
     Reason.RESTARTING: "The app has restarted several times in the last few minutes, which usually means "
     "it's failing shortly after startup",
-    Reason.READINESS: "The app is running, but it isn't passing the health checks it needs to pass "
-    "before it can receive traffic",
+    Reason.READINESS: "The app is running, but it isn't passing the health checks it needs to pass before it can receive traffic",
     Reason.NO_PODS: "There's no running instance of this app right now",
 }
 
@@ -80,11 +79,11 @@ PHASE_MEANINGS = {
 }
 
 # Match the whole set: FAILED alone misses three of the four ways a pod can break.
-FAILURE_PHASES = frozenset(
-    {PodPhase.FAILED, PodPhase.IMAGE_DOWNLOAD_FAILED, PodPhase.INIT_FAILED, PodPhase.POD_CREATE_FAILED}
-)
+FAILURE_PHASES = frozenset({PodPhase.FAILED, PodPhase.IMAGE_DOWNLOAD_FAILED, PodPhase.INIT_FAILED, PodPhase.POD_CREATE_FAILED})
 
-IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"})
+IMAGE_PULL_REASONS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"}
+)
 CONFIG_REASONS = frozenset({"CreateContainerConfigError"})
 CREATE_REASONS = frozenset({"CreateContainerError", "RunContainerError", "PreStartHookError", "PostStartHookError"})
 CRASH_REASONS = frozenset({"CrashLoopBackOff"})
@@ -160,7 +159,13 @@ def pod_problem(pod: Any, *, now: dt.datetime) -> Problem | None:
             return _waiting_problem(cs, waiting)
         if waiting.get("reason") in CONFIG_REASONS | CREATE_REASONS | CRASH_REASONS:
             last = (cs.get("lastState") or {}).get("terminated") or {}
-            return Problem(waiting["reason"], PodPhase.INIT_FAILED, waiting.get("message", "") or last.get("message", ""), cs.get("name", ""), last.get("exitCode"))
+            return Problem(
+                waiting["reason"],
+                PodPhase.INIT_FAILED,
+                waiting.get("message", "") or last.get("message", ""),
+                cs.get("name", ""),
+                last.get("exitCode"),
+            )
         if term and term.get("exitCode", 0) != 0:
             return Problem(_exited(term), PodPhase.INIT_FAILED, term.get("message", ""), cs.get("name", ""), term.get("exitCode"))
 
@@ -175,14 +180,20 @@ def pod_problem(pod: Any, *, now: dt.datetime) -> Problem | None:
         if reason in CRASH_REASONS:
             # The back-off hides the cause; a cause more specific than a plain error is worth naming.
             if last and last.get("reason") not in (None, "", "Error", "Completed"):
-                return Problem(_exited(last), PodPhase.FAILED, waiting.get("message", ""), cs.get("name", ""), last.get("exitCode"))
-            return Problem(Reason.CRASH_LOOP, PodPhase.FAILED, waiting.get("message", ""), cs.get("name", ""), last.get("exitCode"))
+                return Problem(
+                    _exited(last), PodPhase.FAILED, waiting.get("message", ""), cs.get("name", ""), last.get("exitCode")
+                )
+            return Problem(
+                Reason.CRASH_LOOP, PodPhase.FAILED, waiting.get("message", ""), cs.get("name", ""), last.get("exitCode")
+            )
         if term and (term.get("exitCode", 0) != 0 or term.get("reason") == "OOMKilled"):
             return Problem(_exited(term), PodPhase.FAILED, term.get("message", ""), cs.get("name", ""), term.get("exitCode"))
         if state.get("running") and last and cs.get("restartCount", 0) >= RESTARTS_REPEATEDLY:
             finished = _parse_time(last.get("finishedAt"))
             if finished is not None and now - finished <= RESTART_WINDOW:
-                return Problem(Reason.RESTARTING, PodPhase.RUNNING, last.get("message", ""), cs.get("name", ""), last.get("exitCode"))
+                return Problem(
+                    Reason.RESTARTING, PodPhase.RUNNING, last.get("message", ""), cs.get("name", ""), last.get("exitCode")
+                )
 
     if kube_phase == "Failed":
         return Problem(Reason.NO_PODS, PodPhase.FAILED, status.get("message", "") or status.get("reason", ""))

@@ -41,7 +41,9 @@ def append(deployment: Deployment, step: str, text: str, *, timestamp: dt.dateti
     append_many(deployment, [(step, text, timestamp or timezone.now())])
 
 
-def append_many(deployment: Deployment, lines: Iterable[tuple[str, str, dt.datetime]], *, secrets: Sequence[str] | None = None) -> int:
+def append_many(
+    deployment: Deployment, lines: Iterable[tuple[str, str, dt.datetime]], *, secrets: Sequence[str] | None = None
+) -> int:
     """Store lines in order after the last stored one; return how many were stored.
 
     The cap on lines per deployment keeps a runaway build from filling the database;

@@ -59,9 +59,7 @@ class App(models.Model):
     webhook_id = models.CharField(max_length=32, unique=True, default=new_webhook_id)
     webhook_secret = EncryptedTextField(default=new_webhook_secret)
 
-    current_deployment = models.ForeignKey(
-        "Deployment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    current_deployment = models.ForeignKey("Deployment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     health_state = models.CharField(max_length=10, choices=HealthState.choices, default=HealthState.NONE)
     health_reason = models.CharField(max_length=200, blank=True, default="")
     health_since = models.DateTimeField(null=True, blank=True)

@@ -52,11 +52,15 @@ def deploy_settings() -> specs.DeploySettings:
 
 
 def credentials_secret_name(deployment: Deployment) -> str:
-    return f"{deployment.app.name}-build-{deployment.number}-git"
+    from builder import jobs
+
+    return jobs.git_credentials_secret_name(deployment.app.name, deployment.number)
 
 
 def build_env_secret_name(deployment: Deployment) -> str:
-    return f"{deployment.app.name}-build-{deployment.number}-env"
+    from builder import jobs
+
+    return jobs.build_env_secret_name(deployment.app.name, deployment.number)
 
 
 def build_spec(deployment: Deployment) -> specs.BuildSpec:
@@ -142,20 +146,25 @@ def start_build(deployment: Deployment) -> None:
         _fail(deployment, f"cannot build: {e}", expect={Status.PENDING})
         return
     objects = jobs.render_build_job(spec, build_settings())
+    secrets = _build_secrets(deployment, spec)
     kube = cluster()
     try:
         kube.apply(_namespace(deployment.app))
-        _apply_build_secrets(kube, deployment, spec)
-        job = next(o for o in objects if o["kind"] == "Job")
-        for obj in objects:
-            if obj["kind"] != "Job":
-                kube.apply(obj)
+        for secret in secrets:
+            kube.apply(secret)
         # Moved to building before the Job exists: the controller then knows to follow it.
         if not transition(deployment, to=Status.BUILDING, reason="build Job created", expect={Status.PENDING}):
             return
-        logs.append(deployment, LogLine.Step.SYSTEM, f"Building commit {deployment.short_sha} in Job {job['metadata']['name']}.")
-        created = kube.apply(job)
-        _own_build_secrets(kube, deployment, created)
+        for obj in objects:
+            created = kube.apply(obj)
+            if obj["kind"] == "Job":
+                logs.append(
+                    deployment, LogLine.Step.SYSTEM, f"Building commit {deployment.short_sha} in Job {obj['metadata']['name']}."
+                )
+                # Owned by the Job, the Secrets go when the Job's TTL removes it.
+                meta = created["metadata"]
+                for secret in secrets:
+                    kube.apply(jobs.with_owner(secret, job_name=meta["name"], job_uid=meta["uid"]))
     except ClusterError as e:
         if e.permanent:
             _fail(deployment, f"the cluster refused the build Job: {e.message}", expect={Status.PENDING, Status.BUILDING})
@@ -171,38 +180,19 @@ def _namespace(app: App) -> dict[str, object]:
     }
 
 
-def _secret(name: str, namespace: str, labels: dict[str, str], data: dict[str, str]) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "type": "Opaque",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "stringData": data,
-    }
+def _build_secrets(deployment: Deployment, spec: specs.BuildSpec) -> list[dict[str, object]]:
+    """Render the per-build Secrets the Job mounts: git credentials and build-time variables."""
+    from builder import jobs
 
-
-def _apply_build_secrets(kube: Cluster, deployment: Deployment, spec: specs.BuildSpec) -> None:
-    """Create the per-build Secrets the Job mounts: git credentials and build-time variables."""
-    labels = specs.base_labels(app=spec.app, deployment=spec.deployment_number, component=specs.COMPONENT_BUILD)
     app = deployment.app
+    credentials = None
     if spec.git_credentials_secret:
         if spec.git_credentials_kind == "ssh":
-            data = {"ssh-privatekey": app.git_credentials.strip() + "\n"}
+            credentials = {"ssh-privatekey": app.git_credentials.strip() + "\n"}
         else:
-            data = {"username": app.git_username or "x-access-token", "password": app.git_credentials}
-        kube.apply(_secret(spec.git_credentials_secret, spec.namespace, labels, data))
-    if spec.build_env_secret:
-        values = {v.name: v.value for v in app.env_vars.all() if v.build_time}
-        kube.apply(_secret(spec.build_env_secret, spec.namespace, labels, values))
-
-
-def _own_build_secrets(kube: Cluster, deployment: Deployment, job: dict[str, object]) -> None:
-    """Make the Job own its Secrets, so the garbage collector removes them with it."""
-    meta = job["metadata"]
-    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"], "controller": False}  # type: ignore[index]
-    for name in (credentials_secret_name(deployment), build_env_secret_name(deployment)):
-        if kube.get("Secret", name, deployment.app.namespace) is not None:
-            kube.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": deployment.app.namespace, "ownerReferences": [owner]}})
+            credentials = {"username": app.git_username or "x-access-token", "password": app.git_credentials}
+    build_env = {v.name: v.value for v in app.env_vars.all() if v.build_time}
+    return jobs.render_build_secrets(spec, git_credentials=credentials, build_env=build_env)
 
 
 def start_image_deploy(deployment: Deployment) -> None:
@@ -213,7 +203,9 @@ def start_image_deploy(deployment: Deployment) -> None:
     image = deployment.image
     if not image:
         try:
-            digest = registry.resolve_digest(app.image_url, app.image_tag, insecure_hosts=settings.INSECURE_REGISTRIES, timeout=15)
+            digest = registry.resolve_digest(
+                app.image_url, app.image_tag, insecure_hosts=settings.INSECURE_REGISTRIES, timeout=15
+            )
         except registry.RegistryError as e:
             if e.permanent:
                 _fail(deployment, str(e), expect={Status.PENDING})
@@ -276,7 +268,9 @@ def cleanup(deployment_id: int) -> None:
     deployment = Deployment.objects.select_related("app").get(pk=deployment_id)
     if deployment.app.source != App.Source.GIT:
         return
-    name = f"{deployment.app.name}-build-{deployment.number}"
+    from builder import jobs
+
+    name = jobs.build_job_name(deployment.app.name, deployment.number)
     try:
         if cluster().delete("Job", name, deployment.app.namespace):
             logs.append(deployment, LogLine.Step.SYSTEM, f"Deleted build Job {name}.")
@@ -299,4 +293,3 @@ def teardown(app_id: int) -> None:
         if not e.permanent:
             raise TemporaryError(e.message) from e
         log.warning("teardown of %s: %s", app.name, e.message)
-

@@ -46,7 +46,9 @@ def run(now: dt.datetime | None = None) -> dict[str, int]:
                 counts["failed"] += 1
 
     stale = now - dt.timedelta(seconds=settings.REDRIVE_AFTER)
-    for deployment_id in Deployment.objects.filter(status=Status.PENDING, status_changed_at__lt=stale).values_list("pk", flat=True):
+    for deployment_id in Deployment.objects.filter(status=Status.PENDING, status_changed_at__lt=stale).values_list(
+        "pk", flat=True
+    ):
         tasks.run_deployment.delay(deployment_id)
         counts["redriven"] += 1
     unapplied = Deployment.objects.filter(status=Status.DEPLOYING, rollout_generation__isnull=True, status_changed_at__lt=stale)

@@ -113,7 +113,9 @@ BUILD_STEPS = ("clone", "plan", "build")
 def build_step_states(pod: Obj) -> list[tuple[str, Mapping[str, Any]]]:
     """Return (container name, state) for the build pod's steps, in order."""
     status = pod.get("status") or {}
-    found = {cs.get("name"): cs for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]}
+    found = {
+        cs.get("name"): cs for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    }
     return [(name, found[name]) for name in BUILD_STEPS if name in found]
 
 
@@ -131,7 +133,13 @@ def judge_build(job: Obj | None, pod: Obj | None, *, job_deleted: bool = False) 
             waiting = state.get("waiting") or {}
             if term and term.get("exitCode", 0) != 0:
                 return Verdict("failed", "", pod=(pod.get("metadata") or {}).get("name", ""), container=name)
-            if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"):
+            if waiting.get("reason") in (
+                "ErrImagePull",
+                "ImagePullBackOff",
+                "InvalidImageName",
+                "CreateContainerConfigError",
+                "CreateContainerError",
+            ):
                 return Verdict("failed", f"{name} failed: {waiting.get('reason')}: {waiting.get('message', '')}".rstrip(": "))
             if name == "build" and term and term.get("exitCode") == 0:
                 return Verdict("live", term.get("message", ""))

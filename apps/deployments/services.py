@@ -36,7 +36,9 @@ def actor_name(user: User) -> str:
     return user.get_username()
 
 
-def app_create(*, team: Team, name: str, source: str, actor: User = None, env: dict[str, str] | None = None, **fields: object) -> App:
+def app_create(
+    *, team: Team, name: str, source: str, actor: User = None, env: dict[str, str] | None = None, **fields: object
+) -> App:
     """Create an app after validating every field; raise ValidationError naming the bad field."""
     app = App(team=team, name=name, source=source, created_by=actor if actor and actor.is_authenticated else None, **fields)
     app.full_clean()
@@ -99,10 +101,19 @@ def deployment_create(
         logs.append(deployment, LogLine.Step.SYSTEM, f"Deployment #{number} created by {who} ({trigger}).")
         superseded = list(locked_app.deployments.filter(status__in=[Status.PENDING, Status.BUILDING]).exclude(pk=deployment.pk))
         for old in superseded:
-            if transition(old, to=Status.STOPPED, reason=f"superseded by #{number}", actor=who, expect={Status.PENDING, Status.BUILDING}):
+            if transition(
+                old, to=Status.STOPPED, reason=f"superseded by #{number}", actor=who, expect={Status.PENDING, Status.BUILDING}
+            ):
                 transaction.on_commit(lambda old_id=old.pk: tasks.cleanup_deployment.delay(old_id))
         App.objects.filter(pk=locked_app.pk).update(current_deployment=deployment)
-        Event.objects.create(app=locked_app, deployment=deployment, kind=Event.Kind.STATUS, to_value=Status.PENDING, reason=f"{trigger} by {who}", actor=who)
+        Event.objects.create(
+            app=locked_app,
+            deployment=deployment,
+            kind=Event.Kind.STATUS,
+            to_value=Status.PENDING,
+            reason=f"{trigger} by {who}",
+            actor=who,
+        )
         transaction.on_commit(lambda: tasks.run_deployment.delay(deployment.pk))
     app.refresh_from_db()
     return deployment
@@ -115,7 +126,13 @@ def deployment_redeploy(*, app: App, actor: User) -> Deployment:
     assert deployment is not None
     who = actor_name(actor) or "an operator"
     with transaction.atomic():
-        transition(deployment, to=Status.DEPLOYING, reason=f"redeploy requested by {who}", actor=who, expect={Status.LIVE, Status.FAILED, Status.STOPPED})
+        transition(
+            deployment,
+            to=Status.DEPLOYING,
+            reason=f"redeploy requested by {who}",
+            actor=who,
+            expect={Status.LIVE, Status.FAILED, Status.STOPPED},
+        )
         logs.append(deployment, LogLine.Step.SYSTEM, f"Redeploy requested by {who} at {timezone.now():%Y-%m-%d %H:%M:%S %Z}.")
         transaction.on_commit(lambda: tasks.apply_deployment.delay(deployment.pk, True))
     return deployment

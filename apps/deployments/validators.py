@@ -23,7 +23,9 @@ ENV_NAME_MAX = 255
 
 # https://github.com/distribution/reference/blob/main/reference.go (grammar, simplified to one regex)
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+_DOMAIN = (
+    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
+)
 IMAGE_REPOSITORY_RE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*$")
 IMAGE_TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
 GIT_SSH_RE = re.compile(r"^(?:ssh://[\w.-]+@[\w.-]+(?::\d+)?/\S+|[\w.-]+@[\w.-]+:[\w./~-]+)$")
@@ -73,9 +75,7 @@ def validate_image_url(image: str) -> None:
 
 def validate_image_tag(tag: str) -> None:
     if not IMAGE_TAG_RE.match(tag):
-        raise ValidationError(
-            "Not a valid image tag: up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'."
-        )
+        raise ValidationError("Not a valid image tag: up to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'.")
 
 
 def validate_env_name(name: str) -> None:

@@ -14,7 +14,17 @@ NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 T_START = "2026-11-30T11:50:00Z"
 
 
-def pod(phase="Running", *, ready=True, state=None, last_state=None, restarts=0, init=None, name="shop-7d9f8b6c5-x2k4p", deleting=False):
+def pod(
+    phase="Running",
+    *,
+    ready=True,
+    state=None,
+    last_state=None,
+    restarts=0,
+    init=None,
+    name="shop-7d9f8b6c5-x2k4p",
+    deleting=False,
+):
     """Return a pod as `GET /api/v1/namespaces/slipway-shop/pods/NAME` returns it."""
     state = state if state is not None else {"running": {"startedAt": T_START}}
     ready_s = "True" if ready else "False"
@@ -27,9 +37,22 @@ def pod(phase="Running", *, ready=True, state=None, last_state=None, restarts=0,
             "uid": "5b1c7a2e-9f7d-4c41-a1d2-0c6a0e4c9f11",
             "resourceVersion": "48213",
             "labels": {"slipway.dev/app": "shop", "slipway.dev/deployment": "3", "pod-template-hash": "7d9f8b6c5"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "shop-7d9f8b6c5", "uid": "e1", "controller": True, "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "shop-7d9f8b6c5",
+                    "uid": "e1",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
-        "spec": {"containers": [{"name": "app", "image": "127.0.0.1:5000/shop@sha256:" + "a" * 64}], "restartPolicy": "Always", "nodeName": "kubesim-node-1"},
+        "spec": {
+            "containers": [{"name": "app", "image": "127.0.0.1:5000/shop@sha256:" + "a" * 64}],
+            "restartPolicy": "Always",
+            "nodeName": "kubesim-node-1",
+        },
         "status": {
             "phase": phase,
             "conditions": [
@@ -67,31 +90,75 @@ def pod(phase="Running", *, ready=True, state=None, last_state=None, restarts=0,
 
 CRASH_LOOP = pod(
     ready=False,
-    state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container=app pod=shop-7d9f8b6c5-x2k4p_slipway-shop(5b1c)"}},
-    last_state={"terminated": {"exitCode": 1, "reason": "Error", "startedAt": "2026-11-30T11:58:40Z", "finishedAt": "2026-11-30T11:58:41Z", "containerID": "containerd://1"}},
+    state={
+        "waiting": {
+            "reason": "CrashLoopBackOff",
+            "message": "back-off 40s restarting failed container=app pod=shop-7d9f8b6c5-x2k4p_slipway-shop(5b1c)",
+        }
+    },
+    last_state={
+        "terminated": {
+            "exitCode": 1,
+            "reason": "Error",
+            "startedAt": "2026-11-30T11:58:40Z",
+            "finishedAt": "2026-11-30T11:58:41Z",
+            "containerID": "containerd://1",
+        }
+    },
     restarts=4,
 )
 OOM_LOOP = pod(
     ready=False,
     state={"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s restarting failed container=app"}},
-    last_state={"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": "2026-11-30T11:58:40Z", "finishedAt": "2026-11-30T11:58:50Z"}},
+    last_state={
+        "terminated": {
+            "exitCode": 137,
+            "reason": "OOMKilled",
+            "startedAt": "2026-11-30T11:58:40Z",
+            "finishedAt": "2026-11-30T11:58:50Z",
+        }
+    },
     restarts=2,
 )
-OOM_NOW = pod(ready=False, state={"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": "2026-11-30T11:58:40Z", "finishedAt": "2026-11-30T11:59:50Z"}}, restarts=1)
+OOM_NOW = pod(
+    ready=False,
+    state={
+        "terminated": {
+            "exitCode": 137,
+            "reason": "OOMKilled",
+            "startedAt": "2026-11-30T11:58:40Z",
+            "finishedAt": "2026-11-30T11:59:50Z",
+        }
+    },
+    restarts=1,
+)
 EXITED_3 = pod(ready=False, state={"terminated": {"exitCode": 3, "reason": "Error", "finishedAt": "2026-11-30T11:59:50Z"}})
 ERR_IMAGE_PULL = pod(
     "Pending",
     ready=False,
-    state={"waiting": {"reason": "ErrImagePull", "message": 'rpc error: code = NotFound desc = failed to pull and unpack image "127.0.0.1:5000/shop:v9": not found'}},
+    state={
+        "waiting": {
+            "reason": "ErrImagePull",
+            "message": 'rpc error: code = NotFound desc = failed to pull and unpack image "127.0.0.1:5000/shop:v9": not found',
+        }
+    },
 )
-IMAGE_PULL_BACKOFF = pod("Pending", ready=False, state={"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "127.0.0.1:5000/shop:v9"'}})
-CONFIG_ERROR = pod("Pending", ready=False, state={"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "shop-env" not found'}})
+IMAGE_PULL_BACKOFF = pod(
+    "Pending",
+    ready=False,
+    state={"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "127.0.0.1:5000/shop:v9"'}},
+)
+CONFIG_ERROR = pod(
+    "Pending", ready=False, state={"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "shop-env" not found'}}
+)
 RESTARTING = pod(
     state={"running": {"startedAt": "2026-11-30T11:59:30Z"}},
     last_state={"terminated": {"exitCode": 2, "reason": "Error", "finishedAt": "2026-11-30T11:59:29Z"}},
     restarts=5,
 )
-RESTARTED_LONG_AGO = pod(last_state={"terminated": {"exitCode": 2, "reason": "Error", "finishedAt": "2026-11-30T08:00:00Z"}}, restarts=5)
+RESTARTED_LONG_AGO = pod(
+    last_state={"terminated": {"exitCode": 2, "reason": "Error", "finishedAt": "2026-11-30T08:00:00Z"}}, restarts=5
+)
 NOT_READY = pod(ready=False)
 HEALTHY_POD = pod()
 STARTING = pod("Pending", ready=False, state={"waiting": {"reason": "ContainerCreating"}})
@@ -149,11 +216,42 @@ def test_a_pod_stuck_on_err_image_pull_is_still_phase_pending_but_in_the_failure
         (HEALTHY_POD, "RUNNING"),
         (STARTING, "PENDING"),
         (IMAGE_PULL_BACKOFF, "IMAGE_DOWNLOAD_FAILED"),
-        (pod("Pending", ready=False, state={"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image reference"}}), "IMAGE_DOWNLOAD_FAILED"),
+        (
+            pod(
+                "Pending",
+                ready=False,
+                state={"waiting": {"reason": "InvalidImageName", "message": "couldn't parse image reference"}},
+            ),
+            "IMAGE_DOWNLOAD_FAILED",
+        ),
         (CONFIG_ERROR, "INIT_FAILED"),
-        (pod("Pending", ready=False, init=[{"name": "migrate", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}, "restartCount": 0, "ready": False}]), "INIT_FAILED"),
-        (pod("Pending", ready=False, state={"waiting": {"reason": "CreateContainerError", "message": "failed to reserve container name"}}), "POD_CREATE_FAILED"),
-        (pod("Pending", ready=False, state={"waiting": {"reason": "RunContainerError", "message": "exec: app: not found"}}), "POD_CREATE_FAILED"),
+        (
+            pod(
+                "Pending",
+                ready=False,
+                init=[
+                    {
+                        "name": "migrate",
+                        "state": {"terminated": {"exitCode": 1, "reason": "Error"}},
+                        "restartCount": 0,
+                        "ready": False,
+                    }
+                ],
+            ),
+            "INIT_FAILED",
+        ),
+        (
+            pod(
+                "Pending",
+                ready=False,
+                state={"waiting": {"reason": "CreateContainerError", "message": "failed to reserve container name"}},
+            ),
+            "POD_CREATE_FAILED",
+        ),
+        (
+            pod("Pending", ready=False, state={"waiting": {"reason": "RunContainerError", "message": "exec: app: not found"}}),
+            "POD_CREATE_FAILED",
+        ),
         (CRASH_LOOP, "FAILED"),
         (OOM_NOW, "FAILED"),
         (pod("Succeeded", ready=False, state={"terminated": {"exitCode": 0, "reason": "Completed"}}), "SUCCEEDED"),
@@ -180,4 +278,3 @@ def test_a_typed_v1pod_from_the_client_classifies_like_its_json():
     typed = client.deserialize(json.dumps(OOM_LOOP), "V1Pod", "application/json")
     assert isinstance(typed, V1Pod)
     assert classify([typed], serving=True, now=NOW).reason == "OOMKilled (exit 137)"
-

@@ -67,8 +67,15 @@ def test_the_admin_never_shows_a_secret_value(client, olivia, shop):
 
 
 def run_check(**env: str) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "SLIPWAY_SECRET_KEY": "x" * 60, "DJANGO_SETTINGS_MODULE": "config.settings", "SLIPWAY_STATE_DIR": "/tmp/slipway-keycheck"}
-    return subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60)
+    base = {
+        "PATH": "/usr/bin:/bin",
+        "SLIPWAY_SECRET_KEY": "x" * 60,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SLIPWAY_STATE_DIR": "/tmp/slipway-keycheck",
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_missing_key_stops_startup_with_a_clear_message():

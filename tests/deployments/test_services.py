@@ -89,7 +89,10 @@ def test_rollback_creates_a_record_with_the_old_image_and_settings(shop, alice):
     services.env_var_set(app=shop, name="COLOR", value="blue")
     first = live(services.deployment_create(app=shop, trigger="push", actor=alice, commit=COMMIT))
     services.env_var_set(app=shop, name="COLOR", value="green")
-    live(services.deployment_create(app=shop, trigger="push", actor=alice, commit=COMMIT), image="127.0.0.1:5000/shop@sha256:" + "b" * 64)
+    live(
+        services.deployment_create(app=shop, trigger="push", actor=alice, commit=COMMIT),
+        image="127.0.0.1:5000/shop@sha256:" + "b" * 64,
+    )
     shop.refresh_from_db()
     back = services.deployment_rollback(app=shop, target=first, actor=alice)
     assert back.number == 3 and back.trigger == "rollback" and back.rollback_of == first
@@ -113,11 +116,15 @@ def test_stop_stops_live_and_in_flight_deployments_and_clears_health(shop, alice
 def test_the_admin_actions_call_the_same_services(client, olivia, shop, alice):
     deployment = live(services.deployment_create(app=shop, trigger="push", actor=alice, commit=COMMIT))
     client.force_login(olivia)
-    page = client.post("/admin/deployments/app/", {"action": "redeploy", "index": "0", "_selected_action": [shop.pk]}, follow=True)
+    page = client.post(
+        "/admin/deployments/app/", {"action": "redeploy", "index": "0", "_selected_action": [shop.pk]}, follow=True
+    )
     assert b"Shop: redeploying." in page.content  # the admin capitalises messages
     deployment.refresh_from_db()
     assert deployment.status == "deploying" and "Redeploy requested by olivia" in deployment.log_lines.last().text
-    page = client.post("/admin/deployments/deployment/", {"action": "cancel", "index": "0", "_selected_action": [deployment.pk]}, follow=True)
+    page = client.post(
+        "/admin/deployments/deployment/", {"action": "cancel", "index": "0", "_selected_action": [deployment.pk]}, follow=True
+    )
     deployment.refresh_from_db()
     assert (deployment.status, deployment.stopped_reason) == ("stopped", "cancelled by olivia")
 
@@ -130,4 +137,10 @@ def test_the_admin_shows_a_deployments_log_and_history(client, olivia, shop, ali
     assert b"transition history" in page.content.lower()
     for query in ("?status__exact=live", "?app__source__exact=git", "?app__health_state__exact=none", "?q=shop"):
         assert client.get("/admin/deployments/deployment/" + query).status_code == 200
-        assert client.get("/admin/deployments/app/" + query.replace("status__exact", "current_deployment__status__exact").replace("app__", "")).status_code == 200
+        assert (
+            client.get(
+                "/admin/deployments/app/"
+                + query.replace("status__exact", "current_deployment__status__exact").replace("app__", "")
+            ).status_code
+            == 200
+        )

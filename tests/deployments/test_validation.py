@@ -42,7 +42,9 @@ def test_a_duplicate_app_name_is_refused(acme):
     assert errors["name"] == ["App with this Name already exists."]
 
 
-@pytest.mark.parametrize("url", ["file:///srv/repo.git", "/srv/repo.git", "ftp://example.com/r.git", "github.com/acme/shop", "https://"])
+@pytest.mark.parametrize(
+    "url", ["file:///srv/repo.git", "/srv/repo.git", "ftp://example.com/r.git", "github.com/acme/shop", "https://"]
+)
 def test_repository_urls_must_be_http_or_ssh(acme, url):
     errors = errors_of(acme, name="shop", source="git", repo_url=url)
     assert "https:// or ssh git URL" in errors["repo_url"][0]
@@ -50,7 +52,13 @@ def test_repository_urls_must_be_http_or_ssh(acme, url):
 
 
 @pytest.mark.parametrize(
-    "url", ["https://github.com/acme/shop.git", "http://127.0.0.1:3000/acme/shop.git", "git@github.com:acme/shop.git", "ssh://git@gitea.example.com:2222/acme/shop.git"]
+    "url",
+    [
+        "https://github.com/acme/shop.git",
+        "http://127.0.0.1:3000/acme/shop.git",
+        "git@github.com:acme/shop.git",
+        "ssh://git@gitea.example.com:2222/acme/shop.git",
+    ],
 )
 def test_http_and_ssh_repository_urls_are_accepted(acme, url):
     assert services.app_create(team=acme, name="shop", source="git", repo_url=url).repo_url == url
@@ -90,7 +98,9 @@ def test_env_var_names_must_be_valid(acme, name):
 
 
 def test_branch_names_keep_their_slashes_and_bad_ones_are_refused(acme):
-    app = services.app_create(team=acme, name="shop", source="git", repo_url="https://github.com/acme/shop.git", branch="feature/login")
+    app = services.app_create(
+        team=acme, name="shop", source="git", repo_url="https://github.com/acme/shop.git", branch="feature/login"
+    )
     assert app.branch == "feature/login"
     errors = errors_of(acme, name="shop2", source="git", repo_url="https://github.com/acme/shop.git", branch="bad..branch")
     assert "Not a valid git branch name" in errors["branch"][0]

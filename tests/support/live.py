@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 

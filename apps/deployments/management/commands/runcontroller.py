@@ -19,7 +19,9 @@ class Command(BaseCommand):
     help = "Watch Slipway's Jobs, Pods, ReplicaSets and Deployments and record what they mean."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--no-leader-election", action="store_true", help="Act without holding the Lease (one controller only).")
+        parser.add_argument(
+            "--no-leader-election", action="store_true", help="Act without holding the Lease (one controller only)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         kube = pipeline.cluster()
