@@ -1,5 +1,10 @@
-"""URL routes of apps.webhooks."""
+"""URL routes of apps.webhooks: one URL per app; the slash is optional, because providers do not follow redirects."""
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from apps.webhooks import views
+
+urlpatterns = [
+    path("<str:webhook_id>/", views.receive, name="webhook-receive"),
+    path("<str:webhook_id>", views.receive),
+]
