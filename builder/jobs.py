@@ -45,12 +45,14 @@ STEPS = (CLONE, PLAN, BUILD, PUSH)
 
 # Paths inside the pod. The local cluster runs the clone container on the host and remaps
 # mount paths (also inside strings), so scripts name paths only through env or these mounts.
-WORKSPACE = "/workspace"
+# They sit under /slipway so that no repository path (a local one in tests) starts with one.
+WORKSPACE = "/slipway/workspace"
 SOURCE_DIR = f"{WORKSPACE}/src"
 PLAN_DIR = f"{WORKSPACE}/plan"
 METADATA_FILE = f"{WORKSPACE}/build-metadata.json"
-# An emptyDir of the pod's own mounted there, not the node's /tmp.
-SCRATCH = "/tmp"  # noqa: S108
+SCRATCH = "/slipway/scratch"
+# Railpack unpacks its tools under /tmp; the plan step gets its own emptyDir there.
+PLAN_TMP = "/tmp"  # noqa: S108 - a pod-private emptyDir, not the node's /tmp
 GIT_CREDENTIALS_DIR = "/var/run/secrets/slipway/git"
 REGISTRY_CONFIG_DIR = "/var/run/secrets/slipway/registry"
 # The rootless image declares this as a volume; an emptyDir avoids overlay-on-overlay.
@@ -236,8 +238,9 @@ for name in $SLIPWAY_BUILD_ENV_NAMES; do
 done
 out="$SLIPWAY_PLAN_DIR/prepare.log"
 {
-  "$railpack" "$@" 2>&1
-  echo $? >"$out.rc"
+  rc=0
+  "$railpack" "$@" 2>&1 || rc=$?
+  echo "$rc" >"$out.rc"
 } | tee "$out"
 rc=$(cat "$out.rc")
 if [ "$rc" -ne 0 ]; then
@@ -355,7 +358,7 @@ def _clone_container(spec: BuildSpec, settings: BuildSettings) -> dict:
     ]
     mounts: list[dict[str, Any]] = [
         {"name": "workspace", "mountPath": WORKSPACE},
-        {"name": "tmp", "mountPath": SCRATCH},
+        {"name": "scratch", "mountPath": SCRATCH},
     ]
     if spec.git_credentials_secret:
         env.append(_env("SLIPWAY_GIT_CREDENTIALS", GIT_CREDENTIALS_DIR))
@@ -380,8 +383,8 @@ def _plan_container(spec: BuildSpec, settings: BuildSettings) -> dict:
         _env("SLIPWAY_PLAN_DIR", PLAN_DIR),
         _env("SLIPWAY_BUILD_ENV_NAMES", " ".join(spec.build_env_names)),
         _env("SLIPWAY_ERROR_MISSING_START", "1" if settings.error_missing_start else "0"),
-        _env("HOME", SCRATCH),
-        _env("TMPDIR", SCRATCH),
+        _env("HOME", PLAN_TMP),
+        _env("TMPDIR", PLAN_TMP),
         # Railpack prints with colours on a terminal; logs are not one.
         _env("NO_COLOR", "1"),
         *_secret_env(spec),
@@ -394,7 +397,7 @@ def _plan_container(spec: BuildSpec, settings: BuildSettings) -> dict:
         "env": env,
         "volumeMounts": [
             {"name": "workspace", "mountPath": WORKSPACE},
-            {"name": "tmp", "mountPath": SCRATCH},
+            {"name": "scratch", "mountPath": PLAN_TMP},
         ],
         "resources": _resources(settings.plan_cpu, settings.plan_memory, settings.plan_cpu, settings.plan_memory),
         "securityContext": _locked_down(),
@@ -492,7 +495,7 @@ def _build_container(spec: BuildSpec, settings: BuildSettings) -> dict:
 def _volumes(spec: BuildSpec, settings: BuildSettings) -> list[dict]:
     volumes: list[dict] = [
         {"name": "workspace", "emptyDir": {"sizeLimit": settings.workspace_size_limit}},
-        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "buildkit", "emptyDir": {"sizeLimit": settings.workspace_size_limit}},
     ]
     if spec.git_credentials_secret:
