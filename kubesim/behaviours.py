@@ -273,20 +273,50 @@ def _ensure_configmap(core: Any, timeout: float) -> None:
 
 def set_behaviour(api_client: Any, name: str, *, match: dict[str, Any] | None = None,
                   behaviour: dict[str, Any] | str, priority: int = 0,
-                  timeout: float = 10.0) -> None:
-    """Add or replace the rule `name` in the behaviours ConfigMap."""
+                  timeout: float = 10.0, wait: bool = True) -> None:
+    """Add or replace the rule `name` in the behaviours ConfigMap (and wait until applied)."""
     rule = {"match": match or {}, "behaviour": behaviour, "priority": priority,
             "order": time.time()}
     parse_rule(name, rule)  # Fail here, in the caller, rather than as a kubelet log line.
     core = _core(api_client)
     _ensure_configmap(core, timeout)
-    core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE,
-                                     {"data": {name: json.dumps(rule, sort_keys=True)}},
-                                     _request_timeout=timeout)
+    cm = core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE,
+                                          {"data": {name: json.dumps(rule, sort_keys=True)}},
+                                          _request_timeout=timeout)
+    if wait:
+        wait_applied(api_client, cm.metadata.resource_version, timeout=timeout)
+
+
+def wait_applied(api_client: Any, resource_version: str, *, timeout: float = 10.0) -> None:
+    """Wait until every simulated kubelet has applied the ConfigMap at resource_version."""
+    from kubernetes.client.rest import ApiException
+
+    core = _core(api_client)
+    nodes = core.list_node(label_selector="kubesim.slipway.dev/simulated=true",
+                           _request_timeout=timeout).items
+    # One kubelet process serves every node of an instance; ask each distinct port once.
+    ports: dict[int, str] = {}
+    for node in nodes:
+        ports.setdefault(node.status.daemon_endpoints.kubelet_endpoint.port, node.metadata.name)
+    deadline = time.monotonic() + timeout
+    for node_name in ports.values():
+        while True:
+            try:
+                raw = core.connect_get_node_proxy_with_path(node_name, "kubesim/rules",
+                                                            _request_timeout=timeout)
+                seen = json.loads(raw if isinstance(raw, str) else raw.decode())
+                if int(seen["resourceVersion"]) >= int(resource_version):
+                    break
+            except (ApiException, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kubelet on {node_name} did not apply behaviours "
+                                   f"{resource_version} within {timeout}s")
+            time.sleep(0.02)
 
 
 def clear_behaviours(api_client: Any, names: list[str] | None = None, *,
-                     timeout: float = 10.0) -> None:
+                     timeout: float = 10.0, wait: bool = True) -> None:
     """Remove the named rules, or every rule when names is None."""
     from kubernetes.client.rest import ApiException
 
@@ -301,5 +331,8 @@ def clear_behaviours(api_client: Any, names: list[str] | None = None, *,
     drop = list(existing) if names is None else [n for n in names if n in existing]
     if drop:
         # A JSON merge patch with null values removes the keys.
-        core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE, {"data": dict.fromkeys(drop)},
-                                         _request_timeout=timeout)
+        cm = core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE,
+                                              {"data": dict.fromkeys(drop)},
+                                              _request_timeout=timeout)
+        if wait:
+            wait_applied(api_client, cm.metadata.resource_version, timeout=timeout)

@@ -242,12 +242,13 @@ class Cluster:
         tmp.chmod(0o600)
         tmp.replace(self.kubeconfig)
 
-    def _etcd_cmd(self) -> list[str]:
+    def _etcd_cmd(self, client_port: int | None = None) -> list[str]:
         p = self.ports
+        client = client_port or p["etcd"]
         data = self._state["etcd_data"]
         return ["etcd", "--name", "kubesim", "--data-dir", data,
-                "--listen-client-urls", f"http://127.0.0.1:{p['etcd']}",
-                "--advertise-client-urls", f"http://127.0.0.1:{p['etcd']}",
+                "--listen-client-urls", f"http://127.0.0.1:{client}",
+                "--advertise-client-urls", f"http://127.0.0.1:{client}",
                 "--listen-peer-urls", f"http://127.0.0.1:{p['etcd_peer']}",
                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{p['etcd_peer']}",
                 "--initial-cluster", f"kubesim=http://127.0.0.1:{p['etcd_peer']}",
@@ -471,39 +472,51 @@ class Cluster:
         cfg.api_key_prefix = {"authorization": "Bearer"}
         return client.ApiClient(cfg)
 
-    def etcdctl(self, *args: str, timeout: float = 30.0) -> str:
+    def etcdctl(self, *args: str, timeout: float = 30.0, endpoint: str | None = None) -> str:
         """Run etcdctl against this instance's etcd and return its output."""
         env = {**os.environ, "ETCDCTL_API": "3"}
-        proc = subprocess.run(["etcdctl", "--endpoints", self.etcd_endpoint,
+        proc = subprocess.run(["etcdctl", "--endpoints", endpoint or self.etcd_endpoint,
                                "--dial-timeout", "5s", "--command-timeout", f"{int(timeout)}s",
                                *args], capture_output=True, text=True, env=env, timeout=timeout)
         if proc.returncode != 0:
             raise ClusterError(f"etcdctl {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc.stdout
 
-    def compact_etcd(self, *, timeout: float = 60.0) -> int:
-        """Compact etcd up to now, so watches and lists from older resourceVersions get 410 Gone.
-
-        The apiserver serves watches from its watch cache, which keeps at least 75 s of history
-        whatever etcd holds. Compaction alone therefore changes nothing a client sees for a while.
-        Restarting etcd after compacting makes every cache's own etcd watch resume from a compacted
-        revision, so each cache relists and drops its history, as after a long etcd outage in a
-        real cluster. Returns the compacted revision.
-        """
-        self.etcdctl("put", "/kubesim/compaction-marker", str(time.time()))
-        status = json.loads(self.etcdctl("endpoint", "status", "-w", "json"))
-        revision = int(status[0]["Status"]["header"]["revision"])
-        self.etcdctl("compact", str(revision), "--physical")
+    def _restart_etcd(self, client_port: int, timeout: float) -> None:
         info = self._state["pids"]["etcd"]
         os.kill(info["pid"], signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while self._alive("etcd") and time.monotonic() < deadline:
             self._reap()
-            time.sleep(0.05)
-        self._spawn("etcd", self._etcd_cmd())
-        self._wait("etcd after compaction",
-                   lambda: requests.get(f"{self.etcd_endpoint}/health", timeout=2).json()["health"]
-                   == "true", "etcd", timeout)
+            time.sleep(0.02)
+        self._spawn("etcd", self._etcd_cmd(client_port))
+        url = f"http://127.0.0.1:{client_port}/health"
+        self._wait("etcd to restart",
+                   lambda: requests.get(url, timeout=2).json()["health"] == "true", "etcd", timeout)
+
+    def compact_etcd(self, *, timeout: float = 60.0) -> int:
+        """Compact etcd up to now, so watches and lists from older resourceVersions get 410 Gone.
+
+        The apiserver serves watches from its watch cache, which keeps at least 75 s of history
+        whatever etcd holds, so compaction alone changes nothing a client sees for a while. Here
+        etcd is restarted on a port the apiserver does not know, compacted past every revision
+        the apiserver has seen, and brought back: each cache then resumes its etcd watch from a
+        compacted revision, relists and drops its history, as after an etcd outage in a real
+        cluster. Takes about 2 s; watches open meanwhile end. Returns the compacted revision.
+        """
+        with _port_lock():
+            (side_port,) = free_ports(1)
+            self._restart_etcd(side_port, timeout)
+            side = f"http://127.0.0.1:{side_port}"
+            # Nothing else can write now. Two writes outside the apiserver's prefix: a cache
+            # resumes at (its last revision + 1), which must lie below the compaction revision.
+            for _ in range(2):
+                self.etcdctl("put", "/kubesim/compaction-marker", str(time.time()),
+                             endpoint=side)
+            status = json.loads(self.etcdctl("endpoint", "status", "-w", "json", endpoint=side))
+            revision = int(status[0]["Status"]["header"]["revision"])
+            self.etcdctl("compact", str(revision), "--physical", endpoint=side)
+            self._restart_etcd(self.ports["etcd"], timeout)
         session = self._session()
         self._wait("kube-apiserver /readyz after compaction",
                    lambda: session.get(f"{self.server}/readyz", timeout=5).status_code == 200,

@@ -48,6 +48,7 @@ class Kubelet:
         self.lock = threading.Lock()
         self._rules: list[bh.Rule] = []
         self._rule_errors: dict[str, str] = {}
+        self.rules_rv = "0"
         self._ip_next = 0
         self.stopping = threading.Event()
         self.server: ThreadingHTTPServer | None = None
@@ -180,6 +181,8 @@ class Kubelet:
             except KubeError as exc:
                 log.warning("could not record rule errors: %s", exc)
         self._rule_errors = errors
+        if cm is not None:
+            self.rules_rv = cm["metadata"]["resourceVersion"]
         with self.lock:
             workers = list(self.workers.values())
         for w in workers:
@@ -330,6 +333,14 @@ class LogHandler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         if url.path in ("/healthz", "/readyz", "/livez"):
             return self._plain(200, "ok")
+        if url.path == "/kubesim/rules":
+            # set_behaviour() reads this through the apiserver's node proxy to know that the
+            # kubelet has seen its change before a test creates pods.
+            k = self.kubelet
+            return self._plain(200, json.dumps({
+                "resourceVersion": k.rules_rv, "errors": k._rule_errors,
+                "rules": [{"name": r.name, "type": r.behaviour.type, "match": r.match}
+                          for r in k.rules()]}))
         parts = [unquote(p) for p in url.path.strip("/").split("/")]
         if len(parts) != 4 or parts[0] != "containerLogs":
             return self._plain(404, "404 page not found")
