@@ -100,6 +100,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("SLIPWAY_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Without collected files (development, tests, the embedded default) WhiteNoise serves the
+# static folders directly; production images run collectstatic.
+WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
 
 # Production hardening; SLIPWAY_HTTPS=false only behind a proxy that already does it.
 HTTPS = env_bool("SLIPWAY_HTTPS", not DEBUG)
@@ -121,6 +124,7 @@ if REDIS_URL:
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
 else:
     _queue = STATE_DIR / "celery"
+    _queue.mkdir(parents=True, exist_ok=True)  # the transport expects its folder to exist
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue),

@@ -6,6 +6,9 @@ import pytest
 
 from tests.factories import AppFactory, MembershipFactory, TeamFactory, UserFactory
 
+# The local cluster (kube_cluster, kube_namespace, behaviours) and the end-to-end stack (slipway_stack).
+pytest_plugins = ["kubesim.pytest_plugin", "tests.support.live"]
+
 
 @pytest.fixture
 def acme(db):

@@ -92,6 +92,8 @@ BENIGN_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
 
 RESTARTS_REPEATEDLY = 3
 RESTART_WINDOW = dt.timedelta(minutes=10)
+# A container that has stayed up this long since its last restart has recovered.
+RECOVERED_AFTER = dt.timedelta(seconds=30)
 # A pod that has just started is not ready yet; only after this long is it a failing probe.
 READINESS_GRACE = dt.timedelta(seconds=30)
 
@@ -190,7 +192,9 @@ def pod_problem(pod: Any, *, now: dt.datetime) -> Problem | None:
             return Problem(_exited(term), PodPhase.FAILED, term.get("message", ""), cs.get("name", ""), term.get("exitCode"))
         if state.get("running") and last and cs.get("restartCount", 0) >= RESTARTS_REPEATEDLY:
             finished = _parse_time(last.get("finishedAt"))
-            if finished is not None and now - finished <= RESTART_WINDOW:
+            started = _parse_time(state["running"].get("startedAt"))
+            recovered = started is not None and now - started > RECOVERED_AFTER
+            if finished is not None and now - finished <= RESTART_WINDOW and not recovered:
                 return Problem(
                     Reason.RESTARTING, PodPhase.RUNNING, last.get("message", ""), cs.get("name", ""), last.get("exitCode")
                 )

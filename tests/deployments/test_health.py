@@ -152,7 +152,7 @@ CONFIG_ERROR = pod(
     "Pending", ready=False, state={"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "shop-env" not found'}}
 )
 RESTARTING = pod(
-    state={"running": {"startedAt": "2026-11-30T11:59:30Z"}},
+    state={"running": {"startedAt": "2026-11-30T11:59:50Z"}},
     last_state={"terminated": {"exitCode": 2, "reason": "Error", "finishedAt": "2026-11-30T11:59:29Z"}},
     restarts=5,
 )
@@ -196,6 +196,15 @@ def test_no_indicator_while_the_deployment_has_not_gone_live():
 
 def test_old_restarts_are_not_restarting_repeatedly():
     assert classify([RESTARTED_LONG_AGO], serving=True, now=NOW).state == HealthState.HEALTHY
+
+
+def test_a_container_that_stayed_up_since_its_last_restart_has_recovered():
+    recovered = pod(
+        state={"running": {"startedAt": "2026-11-30T11:59:00Z"}},
+        last_state={"terminated": {"exitCode": 2, "reason": "Error", "finishedAt": "2026-11-30T11:58:59Z"}},
+        restarts=5,
+    )
+    assert classify([recovered], serving=True, now=NOW).state == HealthState.HEALTHY
 
 
 def test_running_and_unhealthy_hold_together():
