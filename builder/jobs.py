@@ -548,7 +548,7 @@ def render_build_job(spec: BuildSpec, settings: BuildSettings) -> list[dict]:
             "ttlSecondsAfterFinished": settings.ttl_seconds_after_finished,
             "template": {
                 "metadata": {
-                    "labels": labels,
+                    "labels": dict(labels),
                     "annotations": {
                         # Clusters before 1.30 only read AppArmor from this annotation, and
                         # before 1.19 seccomp too; newer ones require it to match the fields.

@@ -148,10 +148,11 @@ def _container(spec: AppSpec, settings: DeploySettings) -> dict[str, Any]:
 
 
 def render_namespace(spec: AppSpec, settings: DeploySettings) -> dict[str, Any]:
-    """Render the app's namespace, with Pod Security admission at the configured level."""
+    """Render the app's namespace, enforcing Pod Security admission when a level is configured."""
     labels = _labels(spec)
-    labels["pod-security.kubernetes.io/enforce"] = settings.pod_security_level
-    labels["pod-security.kubernetes.io/warn"] = "restricted"
+    if settings.pod_security_level:
+        labels["pod-security.kubernetes.io/enforce"] = settings.pod_security_level
+        labels["pod-security.kubernetes.io/warn"] = "restricted"
     return {
         "apiVersion": "v1",
         "kind": "Namespace",

@@ -226,7 +226,10 @@ class DeploySettings:
         "SETGID",
         "SETUID",
     )
-    pod_security_level: str = "baseline"
+    # Pod Security admission level to enforce on app namespaces. Off by default: build Jobs
+    # may run in the app's namespace, and rootless BuildKit needs unconfined seccomp and
+    # AppArmor, which "baseline" refuses. Enforce it when builds run in their own namespace.
+    pod_security_level: str | None = None
     image_pull_secret: str | None = None
     # Keys the settings hash so the annotation cannot be used to guess short env values.
     settings_hash_key: str = field(default="", repr=False)
