@@ -467,6 +467,10 @@ class ContainerSim:
         if b.type in ("crash", "oom"):
             self.exit_at = now + float(b["after"]) * s
             self.exit_spec = (int(b["exit_code"]), str(b["reason"]), "")
+            if b.get("ready_after") is None:
+                # An app that dies at start-up fails its readiness probe first; being Ready for an
+                # instant would count as progress for a Deployment and hide the crash loop.
+                self.ready_at = None
         elif b.type == "flap":
             assert self.first_started is not None
             healthy_end = self.first_started + float(b["healthy_for"]) * s
@@ -476,8 +480,8 @@ class ContainerSim:
                 self.exit_at = healthy_end
             elif now < crash_end:
                 self.exit_at = now + float(b["after"]) * s
-                if self.ready_at is not None and self.ready_at >= self.exit_at:
-                    self.ready_at = None
+                self.ready_at = None
+                self.ready = False
             else:
                 self.backoff_count = 0  # a long healthy run resets the kubelet's back-off
         elif b.type == "exit":
