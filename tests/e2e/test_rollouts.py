@@ -106,9 +106,8 @@ def test_an_oom_after_going_live_shows_oomkilled_exit_137(demo, alice, behaviour
     deployment = settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE))
     assert deployment.status == "live"
     behave(behaviours, demo, "oom", after=0.5, backoff=0.5)
-    from builder import specs
-
     from apps.deployments import pipeline
+    from builder import specs
 
     # The new behaviour applies to new containers: delete the pod so its replacement runs it.
     kube = pipeline.cluster()
