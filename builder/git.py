@@ -20,7 +20,7 @@ _NOT_FOUND = re.compile(
     r"repository.*not found|not found.*repositor|no such repository|not exported|"
     r"does not appear to be a git repository|authentication failed|could not read (?:username|password)|"
     r"terminal prompts disabled|permission denied|access denied|returned error: 40[134]|"
-    r"invalid username or password|invalid credentials|host key verification failed",
+    r"invalid username or password|invalid credentials",
     re.IGNORECASE,
 )
 _UNREACHABLE = re.compile(
@@ -199,6 +199,8 @@ def _run(args: list[str], *, env: dict[str, str], timeout: float, cwd: Path | No
 
 def _failure(repo_url: str, stderr: str) -> GitError:
     shown = redact_url(repo_url)
+    if "host key verification failed" in stderr.lower():
+        return GitError(f"the SSH host key of {shown} does not match the known hosts", permanent=True)
     if _NOT_FOUND.search(stderr):
         return GitError(f"repository {shown} not found or access denied", permanent=True)
     if _UNREACHABLE.search(stderr):

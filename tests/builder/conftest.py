@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.git import GitDaemon, GitHttpServer, TestRepo, make_repo, start_git_daemon, start_git_http_server
+from tests.support.git import (
+    GitDaemon,
+    GitHttpServer,
+    GitSshServer,
+    TestRepo,
+    make_repo,
+    sshd_available,
+    start_git_daemon,
+    start_git_http_server,
+    start_git_ssh_server,
+)
 from tests.support.registry import RegistryServer, registry_available, start_registry
 
 GIT_USER = "alice"
@@ -62,3 +72,13 @@ def git_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServers
     yield GitServers(repo=repo, daemon=daemon, http=http, root=root)
     http.stop()
     daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def git_ssh(git_servers: GitServers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitSshServer]:
+    """Serve the same repositories over SSH with a deploy key (needs openssh-server)."""
+    if not sshd_available():
+        pytest.skip("OpenSSH server is not installed (apt-get install openssh-server)")
+    server = start_git_ssh_server(tmp_path_factory.mktemp("ssh"))
+    yield server
+    server.stop()

@@ -10,7 +10,7 @@ import pytest
 
 from builder.git import Commit, GitCredentials, GitError, commit_details, ls_remote, redact_url
 from tests.builder.conftest import GIT_TOKEN, GIT_USER, GitServers
-from tests.support.git import make_repo, push_commit, start_git_daemon
+from tests.support.git import GitSshServer, make_repo, push_commit, start_git_daemon
 
 TOKEN = GitCredentials(kind="token", username=GIT_USER, password=GIT_TOKEN)
 
@@ -139,3 +139,30 @@ def test_credentials_become_the_keys_the_clone_step_reads() -> None:
     assert TOKEN.as_secret_data() == {"username": GIT_USER, "password": GIT_TOKEN}
     ssh = GitCredentials(kind="ssh", private_key="KEY", known_hosts="github.com ssh-ed25519 AAAA")
     assert ssh.as_secret_data() == {"ssh-privatekey": "KEY\n", "known_hosts": "github.com ssh-ed25519 AAAA"}
+
+
+def test_it_uses_a_deploy_key_over_ssh_and_checks_the_host_key(git_servers: GitServers, git_ssh: GitSshServer) -> None:
+    key = GitCredentials(kind="ssh", private_key=git_ssh.private_key, known_hosts=git_ssh.known_hosts)
+    url = git_ssh.url(git_servers.repo.path)
+    assert ls_remote(url, "main", credentials=key).sha == git_servers.repo.head()
+    details = commit_details(url, git_servers.repo.head(), credentials=key)
+    assert details is not None and details.subject == "Say hello"
+
+
+def test_a_deploy_key_without_known_hosts_trusts_the_host_on_first_use(git_servers: GitServers, git_ssh: GitSshServer) -> None:
+    key = GitCredentials(kind="ssh", private_key=git_ssh.private_key)
+    assert ls_remote(git_ssh.url(git_servers.repo.path), "main", credentials=key).sha == git_servers.repo.head()
+
+
+def test_a_host_key_that_does_not_match_is_refused(git_servers: GitServers, git_ssh: GitSshServer) -> None:
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    key = GitCredentials(kind="ssh", private_key=git_ssh.private_key, known_hosts=f"[127.0.0.1]:{git_ssh.port} {other}\n")
+    with pytest.raises(GitError) as info:
+        ls_remote(git_ssh.url(git_servers.repo.path), "main", credentials=key)
+    assert info.value.message.startswith("the SSH host key of ssh://127.0.0.1:")
+    assert info.value.permanent is True
+
+
+def test_without_a_key_ssh_access_is_denied(git_servers: GitServers, git_ssh: GitSshServer) -> None:
+    with pytest.raises(GitError, match="not found or access denied"):
+        ls_remote(git_ssh.url(git_servers.repo.path), "main")

@@ -32,6 +32,7 @@ from builder.jobs import (
 )
 from builder.specs import BuildSettings, BuildSpec
 from tests.builder.conftest import GIT_TOKEN, GIT_USER, GitServers
+from tests.support.git import GitSshServer
 
 DIGEST = "sha256:" + "4e" * 32
 
@@ -137,6 +138,38 @@ def test_clone_with_a_wrong_token_fails_as_access_denied(git_servers: GitServers
     assert result.returncode == EXIT_ACCESS_DENIED
     message = classify_build_failure(CLONE, result.returncode, result.stdout + result.stderr)
     assert message == f"clone failed: repository {git_servers.http.url('shop.git')} not found or access denied"
+
+
+def test_clone_uses_a_deploy_key_and_the_known_hosts_from_the_secret(
+    git_servers: GitServers, git_ssh: GitSshServer, tmp_path: Path
+) -> None:
+    spec = make_spec(
+        git_ssh.url(git_servers.repo.path),
+        git_servers.repo.head(),
+        git_credentials_secret="shop-build-3-git",
+        git_credentials_kind="ssh",
+    )
+    files = {"git-credentials": {"ssh-privatekey": git_ssh.private_key, "known_hosts": git_ssh.known_hosts}}
+    result, mounts = run_on_host(container(spec, CLONE), tmp_path, files=files)
+    assert result.returncode == 0, result.stderr
+    assert (mounts[WORKSPACE] / "src" / "app.py").exists()
+    assert "PRIVATE KEY" not in result.stdout + result.stderr
+
+
+def test_clone_refuses_a_server_whose_host_key_does_not_match(
+    git_servers: GitServers, git_ssh: GitSshServer, tmp_path: Path
+) -> None:
+    spec = make_spec(
+        git_ssh.url(git_servers.repo.path),
+        git_servers.repo.head(),
+        git_credentials_secret="shop-build-3-git",
+        git_credentials_kind="ssh",
+    )
+    other = f"[127.0.0.1]:{git_ssh.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+    files = {"git-credentials": {"ssh-privatekey": git_ssh.private_key, "known_hosts": other}}
+    result, _ = run_on_host(container(spec, CLONE), tmp_path, files=files)
+    assert result.returncode == EXIT_ACCESS_DENIED
+    assert "does not match the known hosts" in classify_build_failure(CLONE, result.returncode, result.stderr)
 
 
 def test_clone_of_a_commit_that_does_not_exist_names_the_commit_and_branch(git_servers: GitServers, tmp_path: Path) -> None:

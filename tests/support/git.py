@@ -280,3 +280,74 @@ def start_git_http_server(base_path: Path, *, username: str | None = None, passw
     thread.start()
     wait_for_port(port)
     return GitHttpServer(base_path=base_path, port=port, server=server, thread=thread)
+
+
+SSHD_BINARY = "/usr/sbin/sshd"
+
+
+@dataclass
+class GitSshServer:
+    """A private sshd on 127.0.0.1 that accepts one key for the current user."""
+
+    port: int
+    user: str
+    private_key: str
+    known_hosts: str
+    process: subprocess.Popen[bytes]
+
+    def url(self, repo_path: Path) -> str:
+        """Return the ssh:// URL of the repository at REPO_PATH."""
+        return f"ssh://{self.user}@127.0.0.1:{self.port}{repo_path}"
+
+    def stop(self) -> None:
+        """Stop sshd and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def sshd_available() -> bool:
+    """Return whether OpenSSH's server and keygen are installed here."""
+    return os.access(SSHD_BINARY, os.X_OK) and shutil.which("ssh-keygen") is not None
+
+
+def start_git_ssh_server(root: Path) -> GitSshServer:
+    """Start sshd on a free loopback port with a fresh host key and one authorised client key."""
+    import getpass
+
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / name)], check=True, timeout=30)
+    (root / "authorized_keys").write_text((root / "client_key.pub").read_text())
+    os.chmod(root / "authorized_keys", 0o600)
+    port = free_port()
+    config = root / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {root / 'host_key'}\n"
+        f"AuthorizedKeysFile {root / 'authorized_keys'}\nPidFile {root / 'sshd.pid'}\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        "PermitRootLogin prohibit-password\nStrictModes no\nLogLevel ERROR\n"
+    )
+    # sshd insists on its privilege-separation folder, which Debian's service script creates.
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    log = open(root / "sshd.log", "wb")  # noqa: SIM115 - lives as long as the process
+    process = subprocess.Popen([SSHD_BINARY, "-D", "-e", "-f", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port)
+    except RuntimeError as exc:
+        process.kill()
+        raise RuntimeError(f"{exc}: {(root / 'sshd.log').read_text(errors='replace')[-1000:]}") from None
+    host_key = (root / "host_key.pub").read_text().split()
+    known_hosts = f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n"
+    return GitSshServer(
+        port=port,
+        user=getpass.getuser(),
+        private_key=(root / "client_key").read_text(),
+        known_hosts=known_hosts,
+        process=process,
+    )
