@@ -461,7 +461,8 @@ class ContainerSim:
         if fresh:
             lines = b.get("log_lines")
             if lines is None:
-                lines = [f"{self.name}: started (image {self.image})"]
+                # A host_run container's log is only what its command prints.
+                lines = [] if b.type == "host_run" else [f"{self.name}: started (image {self.image})"]
             for line in lines:
                 self._log(self._subst(str(line)))
         if b.type in ("crash", "oom"):
