@@ -85,6 +85,8 @@ def check(name: str, *, max_age: float = DEFAULT_MAX_AGE, now: float | None = No
         modified: float | None = path.stat().st_mtime
     except FileNotFoundError:
         modified = None
+    except OSError as e:
+        return False, f"{name}: cannot read the heartbeat: {e.strerror} ({path})"
     ok, message = verdict(name, modified=modified, now=time.time() if now is None else now, max_age=max_age)
     return ok, f"{message} ({path})"
 
