@@ -485,7 +485,8 @@ def _build_container(spec: BuildSpec, settings: BuildSettings) -> dict:
             # Creating user and mount namespaces needs syscalls that the default seccomp
             # and AppArmor profiles refuse (BuildKit docs/rootless.md).
             "seccompProfile": {"type": "Unconfined"},
-            "appArmorProfile": {"type": "Unconfined"},
+            # AppArmor only as the pod annotation: clusters before 1.30 reject the
+            # appArmorProfile field in a server-side apply, and 1.30+ still honour the annotation.
         },
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",

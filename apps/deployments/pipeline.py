@@ -152,22 +152,23 @@ def start_build(deployment: Deployment) -> None:
         kube.apply(_namespace(deployment.app))
         for secret in secrets:
             kube.apply(secret)
-        # Moved to building before the Job exists: the controller then knows to follow it.
-        if not transition(deployment, to=Status.BUILDING, reason="build Job created", expect={Status.PENDING}):
-            return
         for obj in objects:
             created = kube.apply(obj)
             if obj["kind"] == "Job":
-                logs.append(
-                    deployment, LogLine.Step.SYSTEM, f"Building commit {deployment.short_sha} in Job {obj['metadata']['name']}."
-                )
                 # Owned by the Job, the Secrets go when the Job's TTL removes it.
                 meta = created["metadata"]
                 for secret in secrets:
                     kube.apply(jobs.with_owner(secret, job_name=meta["name"], job_uid=meta["uid"]))
+        # Building only once the Job exists, so a retried task creates it again; the
+        # controller judges the build on the pod's first events.
+        if not transition(deployment, to=Status.BUILDING, reason="build Job created", expect={Status.PENDING}):
+            cleanup(deployment.pk)  # cancelled or superseded meanwhile
+            return
+        job_name = jobs.build_job_name(spec.app, spec.deployment_number)
+        logs.append(deployment, LogLine.Step.SYSTEM, f"Building commit {deployment.short_sha} in Job {job_name}.")
     except ClusterError as e:
         if e.permanent:
-            _fail(deployment, f"the cluster refused the build Job: {e.message}", expect={Status.PENDING, Status.BUILDING})
+            _fail(deployment, f"the cluster refused the build Job: {e.message}", expect={Status.PENDING})
             return
         raise TemporaryError(e.message) from e
 

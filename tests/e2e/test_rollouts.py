@@ -33,7 +33,11 @@ def settled(deployment: Deployment, *, timeout: float = 60) -> Deployment:
         deployment.refresh_from_db()
         return deployment.status in ("live", "failed", "stopped")
 
-    wait_until(done, timeout=timeout, message=f"{deployment} to settle")
+    try:
+        wait_until(done, timeout=timeout, message=f"{deployment} to settle")
+    except pytest.fail.Exception:
+        log = "\n".join(f"[{s}] {t}" for s, t in deployment.log_lines.order_by("seq").values_list("step", "text"))
+        pytest.fail(f"{deployment} is still {deployment.status}; its log:\n{log}")
     return deployment
 
 
