@@ -1,0 +1,138 @@
+"""Headless Chromium against Slipway's real web process (gunicorn with uvicorn workers) on loopback.
+
+``web_server`` serves the test database (tests take ``transactional_db`` so what they
+write is committed and visible to the server). It has no worker, controller or cluster:
+tasks the web enqueues go to this test run's own queue, which nothing consumes. The
+end-to-end tests use the whole stack (tests/support/live.py) instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support.live import database_url, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+PASSWORD = "correct horse battery staple"  # tests.factories.UserFactory's
+
+
+@dataclass
+class WebServer:
+    url: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+def _wait_until_up(server: WebServer, *, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.popen.poll() is not None:
+            raise RuntimeError(f"the web process exited:\n{server.output()[-3000:]}")
+        try:
+            if requests.get(server.url + "/healthz", timeout=2).status_code == 200:
+                return
+        except requests.RequestException:
+            pass  # not listening yet, or the worker is still booting
+        time.sleep(0.1)  # polling for readiness, bounded by the deadline
+    raise RuntimeError(f"the web process did not answer within {timeout} s:\n{server.output()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def web_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[WebServer]:
+    from django.conf import settings
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium chromium-driver")
+    with django_db_blocker.unblock():
+        url = database_url()
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
+        "DATABASE_URL": url,
+        "SLIPWAY_CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "SLIPWAY_STATE_DIR": str(settings.STATE_DIR),
+        "SLIPWAY_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "SLIPWAY_KUBE_SIMULATED": "true",
+        "PYTHONUNBUFFERED": "1",
+    }
+    log_path = tmp_path_factory.mktemp("web") / "web.log"
+    argv = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
+            "--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "120", "--graceful-timeout", "2"]  # fmt: skip
+    with log_path.open("ab") as sink:
+        popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    server = WebServer(url=f"http://127.0.0.1:{port}", popen=popen, log_path=log_path)
+    try:
+        _wait_until_up(server)
+        yield server
+    finally:
+        if popen.poll() is None:
+            os.killpg(popen.pid, signal.SIGTERM)
+            try:
+                popen.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(popen.pid, signal.SIGKILL)
+                popen.wait(10)
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    """Chromium for one test.
+
+    Playwright's sync API keeps an event loop marked running on this thread, so Django
+    would refuse this test's own database calls; they are plain sync calls between
+    browser steps, which is safe. The permission lasts for this test only.
+    """
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def live(web_server, transactional_db):
+    """The web server's address, for a test whose writes are committed."""
+    return web_server.url
+
+
+@pytest.fixture
+def open_page(browser, request):
+    """Return a function that opens a new page (JavaScript on unless told otherwise), closed after the test."""
+    contexts = []
+
+    def make(*, javascript: bool = True, viewport: dict | None = None):
+        context = browser.new_context(java_script_enabled=javascript, viewport=viewport or {"width": 1280, "height": 900})
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def sign_in(page, base: str, username: str) -> None:
+    """Sign in through the login form, as a person would."""
+    page.goto(base + "/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(base + "/")
