@@ -87,13 +87,14 @@ def delivery_receive(*, app: App, provider: str, delivery_id: str, push: PushEve
             # Registered first, so it runs first after commit: from then on the delivery is
             # durable, whatever the callbacks that enqueue work do.
             transaction.on_commit(lambda: committed.append(True))
-            locked = App.objects.select_for_update().get(pk=app.pk)
-            handled = _already_handled(locked, provider, delivery_id, push)
+            # Only the lock is needed here, not the row (whose secrets would be decrypted again).
+            App.objects.select_for_update().filter(pk=app.pk).values_list("pk", flat=True).get()
+            handled = _already_handled(app, provider, delivery_id, push)
             if handled is not None:
                 delivery = record(outcome="ignored", reason=handled.reason, status_code=200, deployment=handled.deployment)
                 return Receipt("ignored", 200, handled.reason, deployment=handled.deployment, delivery=delivery)
             deployment = services.deployment_create(
-                app=locked,
+                app=app,
                 trigger=Deployment.Trigger.PUSH,
                 actor=None,
                 commit=services.Commit(push.commit_sha, push.message, push.author),

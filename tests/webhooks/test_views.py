@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import logging
@@ -11,7 +12,9 @@ import pytest
 from django.core.handlers.asgi import ASGIRequest
 from django.db import OperationalError, connection
 from django.test import Client
+from django.utils import timezone
 
+from apps.deployments import reconciler
 from apps.deployments import services as deployment_services
 from apps.deployments.lifecycle import Status, transition
 from apps.deployments.models import Deployment
@@ -442,7 +445,9 @@ def test_the_pipeline_is_enqueued_once_after_commit(client, shop_on_master, brok
 
 
 @pytest.mark.django_db(transaction=True)
-def test_with_the_broker_down_the_delivery_is_still_accepted_and_the_deployment_kept(client, shop_on_master, broker, caplog):
+def test_with_the_broker_down_the_delivery_is_accepted_and_the_deployment_started_later(
+    client, shop_on_master, broker, caplog, settings
+):
     broker.down()
     response = deliver(client, shop_on_master, "github", fixture_bytes("github/push"))
     assert response.status_code == 202
@@ -451,6 +456,12 @@ def test_with_the_broker_down_the_delivery_is_still_accepted_and_the_deployment_
     assert only_delivery(shop_on_master).outcome == "deployed"
     assert "shop #1 is recorded but could not be enqueued (OperationalError" in caplog.text
     assert shop_on_master.webhook_secret not in caplog.text
+
+    # Once the broker is back, the reconciler's next pass starts the deployment.
+    broker.up()
+    later = timezone.now() + dt.timedelta(seconds=settings.REDRIVE_AFTER + 1)
+    assert reconciler.run(now=later)["redriven"] == 1
+    assert broker.messages() == [("deployments.run", f"({deployment.pk},)")]
 
 
 # Secrets and recent deliveries -------------------------------------------------------------------
