@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: make the project's packages importable
 STATE = Path(os.environ.get("SLIPWAY_STATE_DIR", ROOT / "var"))
 PORT = os.environ.get("SLIPWAY_PORT", "8000")
 
