@@ -12,8 +12,9 @@ from kubesim.cluster import Cluster, ClusterError
 
 
 def _cluster(args: argparse.Namespace) -> Cluster:
-    return Cluster(args.name, state_dir=args.state_dir, nodes=getattr(args, "nodes", 1),
-                   time_scale=getattr(args, "time_scale", None))
+    return Cluster(
+        args.name, state_dir=args.state_dir, nodes=getattr(args, "nodes", 1), time_scale=getattr(args, "time_scale", None)
+    )
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -35,8 +36,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             kbuild.build()
         c.start(quiet=False)
         rss = c.memory_rss_kib() / 1024
-        print(f"kubesim: instance {c.name!r} is up in {time.monotonic() - t0:.1f}s "
-              f"({rss:.0f} MiB resident)")
+        print(f"kubesim: instance {c.name!r} is up in {time.monotonic() - t0:.1f}s ({rss:.0f} MiB resident)")
     st = c.status()
     print(f"  apiserver:  https://127.0.0.1:{st['ports']['apiserver']}")
     print(f"  state dir:  {st['state_dir']}")
@@ -79,27 +79,33 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run one command."""
-    p = argparse.ArgumentParser(prog="python -m kubesim",
-                                description="A real Kubernetes 1.20 control plane on loopback "
-                                            "with simulated nodes (docs/local-cluster.md).")
+    p = argparse.ArgumentParser(
+        prog="python -m kubesim",
+        description="A real Kubernetes 1.20 control plane on loopback with simulated nodes (docs/local-cluster.md).",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build the control plane binaries into the cache")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
     b.set_defaults(func=cmd_build)
-    for name, func, helptext in (("up", cmd_up, "start an instance"),
-                                 ("down", cmd_down, "stop an instance"),
-                                 ("status", cmd_status, "show an instance")):
+    for name, func, helptext in (
+        ("up", cmd_up, "start an instance"),
+        ("down", cmd_down, "stop an instance"),
+        ("status", cmd_status, "show an instance"),
+    ):
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("--name", default="default", help="instance name (default: default)")
-        sp.add_argument("--state-dir", default=None,
-                        help="state folder (default: $KUBESIM_STATE/NAME or "
-                             "~/.local/state/slipway/kubesim/NAME)")
+        sp.add_argument(
+            "--state-dir", default=None, help="state folder (default: $KUBESIM_STATE/NAME or ~/.local/state/slipway/kubesim/NAME)"
+        )
         sp.set_defaults(func=func)
         if name == "up":
             sp.add_argument("--nodes", type=int, default=1, help="simulated nodes (default 1)")
-            sp.add_argument("--time-scale", type=float, default=None,
-                            help="multiply every simulated duration (default "
-                                 "$KUBESIM_TIME_SCALE or 1)")
+            sp.add_argument(
+                "--time-scale",
+                type=float,
+                default=None,
+                help="multiply every simulated duration (default $KUBESIM_TIME_SCALE or 1)",
+            )
         if name == "status":
             sp.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

@@ -32,23 +32,28 @@ ANNOTATION = "kubesim.slipway.dev/behaviour"
 
 # Defaults in nominal seconds; every duration is multiplied by KUBESIM_TIME_SCALE when used.
 COMMON_DEFAULTS: dict[str, Any] = {
-    "start_delay": 0.5,   # ContainerCreating (pull + create) before the first start
+    "start_delay": 0.5,  # ContainerCreating (pull + create) before the first start
     "restart_delay": 1.0,  # pause before the first, immediate restart (the kubelet's next sync)
     "ready_after": None,  # None: the readinessProbe's initialDelaySeconds, or 0 without a probe
-    "log_lines": None,    # None: one "started" line
-    "log_every": 0.0,     # seconds between periodic lines; 0 means none
+    "log_lines": None,  # None: one "started" line
+    "log_every": 0.0,  # seconds between periodic lines; 0 means none
     "log_line": "{container}: tick {n}",
 }
 DEFAULTS: dict[str, dict[str, Any]] = {
     "healthy": {},
     "never_ready": {},
     "slow_start": {"ready_after": 30.0},
-    "crash": {"after": 2.0, "exit_code": 1, "reason": "Error", "backoff": 10.0,
-              "max_backoff": 300.0},
-    "oom": {"after": 2.0, "exit_code": 137, "reason": "OOMKilled", "backoff": 10.0,
-            "max_backoff": 300.0},
-    "flap": {"healthy_for": 30.0, "crash_for": 60.0, "after": 2.0, "exit_code": 1,
-             "reason": "Error", "backoff": 10.0, "max_backoff": 300.0},
+    "crash": {"after": 2.0, "exit_code": 1, "reason": "Error", "backoff": 10.0, "max_backoff": 300.0},
+    "oom": {"after": 2.0, "exit_code": 137, "reason": "OOMKilled", "backoff": 10.0, "max_backoff": 300.0},
+    "flap": {
+        "healthy_for": 30.0,
+        "crash_for": 60.0,
+        "after": 2.0,
+        "exit_code": 1,
+        "reason": "Error",
+        "backoff": 10.0,
+        "max_backoff": 300.0,
+    },
     "exit": {"duration": 1.0, "exit_code": 0, "message": ""},
     "pull_error": {"err_for": 2.0, "backoff": 10.0, "max_backoff": 300.0, "message": None},
     "invalid_image": {"message": None},
@@ -151,8 +156,9 @@ def parse_rule(name: str, value: str | dict[str, Any]) -> Rule:
             raise BehaviourError(f"rule {name}: match.{k} must be an object")
     if "behaviour" not in data:
         raise BehaviourError(f"rule {name}: missing 'behaviour'")
-    return Rule(name, match, make_behaviour(data["behaviour"], rule=name),
-                int(data.get("priority", 0)), float(data.get("order", 0.0)))
+    return Rule(
+        name, match, make_behaviour(data["behaviour"], rule=name), int(data.get("priority", 0)), float(data.get("order", 0.0))
+    )
 
 
 def parse_rules(data: dict[str, str] | None) -> tuple[list[Rule], dict[str, str]]:
@@ -176,8 +182,7 @@ def pod_env(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
     """Return literal env values of every container in the pod, this container's winning."""
     env: dict[str, str] = {}
     spec = pod.get("spec", {})
-    others = [c for c in spec.get("initContainers", []) + spec.get("containers", [])
-              if c is not container]
+    others = [c for c in spec.get("initContainers", []) + spec.get("containers", []) if c is not container]
     for c in [*others, container]:
         for item in c.get("env") or []:
             if "value" in item:
@@ -191,10 +196,12 @@ def matches(rule: Rule, pod: dict[str, Any], container: dict[str, Any], init: bo
     meta = pod.get("metadata", {})
     if "init" in m and bool(m["init"]) != init:
         return False
-    if not (_glob(m.get("image"), container.get("image"))
-            and _glob(m.get("container"), container.get("name"))
-            and _glob(m.get("namespace"), meta.get("namespace"))
-            and _glob(m.get("pod"), meta.get("name"))):
+    if not (
+        _glob(m.get("image"), container.get("image"))
+        and _glob(m.get("container"), container.get("name"))
+        and _glob(m.get("namespace"), meta.get("namespace"))
+        and _glob(m.get("pod"), meta.get("name"))
+    ):
         return False
     env = pod_env(pod, container) if m.get("env") else {}
     for key, pattern in (m.get("env") or {}).items():
@@ -217,8 +224,7 @@ def default_behaviour(pod: dict[str, Any], init: bool) -> Behaviour:
     return make_behaviour({"type": "healthy"}, rule="(default)")
 
 
-def resolve(rules: list[Rule], pod: dict[str, Any], container: dict[str, Any], init: bool
-            ) -> Behaviour:
+def resolve(rules: list[Rule], pod: dict[str, Any], container: dict[str, Any], init: bool) -> Behaviour:
     """Pick the behaviour for one container: annotation, then the best rule, then the default."""
     annotations = pod.get("metadata", {}).get("annotations") or {}
     for key in (f"{ANNOTATION}.{container.get('name')}", ANNOTATION):
@@ -264,25 +270,30 @@ def _ensure_configmap(core: Any, timeout: float) -> None:
         if exc.status != 409:
             raise
     try:
-        core.create_namespaced_config_map(NAMESPACE, {"metadata": {"name": CONFIGMAP}, "data": {}},
-                                          _request_timeout=timeout)
+        core.create_namespaced_config_map(NAMESPACE, {"metadata": {"name": CONFIGMAP}, "data": {}}, _request_timeout=timeout)
     except ApiException as exc:
         if exc.status != 409:
             raise
 
 
-def set_behaviour(api_client: Any, name: str, *, match: dict[str, Any] | None = None,
-                  behaviour: dict[str, Any] | str, priority: int = 0,
-                  timeout: float = 10.0, wait: bool = True) -> None:
+def set_behaviour(
+    api_client: Any,
+    name: str,
+    *,
+    match: dict[str, Any] | None = None,
+    behaviour: dict[str, Any] | str,
+    priority: int = 0,
+    timeout: float = 10.0,
+    wait: bool = True,
+) -> None:
     """Add or replace the rule `name` in the behaviours ConfigMap (and wait until applied)."""
-    rule = {"match": match or {}, "behaviour": behaviour, "priority": priority,
-            "order": time.time()}
+    rule = {"match": match or {}, "behaviour": behaviour, "priority": priority, "order": time.time()}
     parse_rule(name, rule)  # Fail here, in the caller, rather than as a kubelet log line.
     core = _core(api_client)
     _ensure_configmap(core, timeout)
-    cm = core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE,
-                                          {"data": {name: json.dumps(rule, sort_keys=True)}},
-                                          _request_timeout=timeout)
+    cm = core.patch_namespaced_config_map(
+        CONFIGMAP, NAMESPACE, {"data": {name: json.dumps(rule, sort_keys=True)}}, _request_timeout=timeout
+    )
     if wait:
         wait_applied(api_client, cm.metadata.resource_version, timeout=timeout)
 
@@ -292,8 +303,7 @@ def wait_applied(api_client: Any, resource_version: str, *, timeout: float = 10.
     from kubernetes.client.rest import ApiException
 
     core = _core(api_client)
-    nodes = core.list_node(label_selector="kubesim.slipway.dev/simulated=true",
-                           _request_timeout=timeout).items
+    nodes = core.list_node(label_selector="kubesim.slipway.dev/simulated=true", _request_timeout=timeout).items
     # One kubelet process serves every node of an instance; ask each distinct port once.
     ports: dict[int, str] = {}
     for node in nodes:
@@ -302,21 +312,18 @@ def wait_applied(api_client: Any, resource_version: str, *, timeout: float = 10.
     for node_name in ports.values():
         while True:
             try:
-                raw = core.connect_get_node_proxy_with_path(node_name, "kubesim/rules",
-                                                            _request_timeout=timeout)
+                raw = core.connect_get_node_proxy_with_path(node_name, "kubesim/rules", _request_timeout=timeout)
                 seen = json.loads(raw if isinstance(raw, str) else raw.decode())
                 if int(seen["resourceVersion"]) >= int(resource_version):
                     break
             except (ApiException, ValueError, KeyError):
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"kubelet on {node_name} did not apply behaviours "
-                                   f"{resource_version} within {timeout}s")
+                raise TimeoutError(f"kubelet on {node_name} did not apply behaviours {resource_version} within {timeout}s")
             time.sleep(0.02)
 
 
-def clear_behaviours(api_client: Any, names: list[str] | None = None, *,
-                     timeout: float = 10.0, wait: bool = True) -> None:
+def clear_behaviours(api_client: Any, names: list[str] | None = None, *, timeout: float = 10.0, wait: bool = True) -> None:
     """Remove the named rules, or every rule when names is None."""
     from kubernetes.client.rest import ApiException
 
@@ -331,8 +338,6 @@ def clear_behaviours(api_client: Any, names: list[str] | None = None, *,
     drop = list(existing) if names is None else [n for n in names if n in existing]
     if drop:
         # A JSON merge patch with null values removes the keys.
-        cm = core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE,
-                                              {"data": dict.fromkeys(drop)},
-                                              _request_timeout=timeout)
+        cm = core.patch_namespaced_config_map(CONFIGMAP, NAMESPACE, {"data": dict.fromkeys(drop)}, _request_timeout=timeout)
         if wait:
             wait_applied(api_client, cm.metadata.resource_version, timeout=timeout)

@@ -125,13 +125,21 @@ def _file_lock(path: Path, timeout: float = 1800.0) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run(cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-         log: Path | None = None, timeout: float = 3600) -> str:
+def _run(
+    cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, log: Path | None = None, timeout: float = 3600
+) -> str:
     """Run a command and return its output, raising BuildError with its tail on failure."""
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as exc:
         raise BuildError(f"{' '.join(cmd)} timed out after {timeout:.0f}s") from exc
     except FileNotFoundError as exc:
@@ -152,8 +160,7 @@ def _apt_env() -> dict[str, str]:
 def _missing_packages() -> list[str]:
     missing = []
     for pkg in APT_PACKAGES:
-        proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True,
-                              text=True)
+        proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True)
         if "install ok installed" not in proc.stdout:
             missing.append(pkg)
     return missing
@@ -170,9 +177,7 @@ def _has_deb_src() -> bool:
             continue
         for line in text.splitlines():
             stripped = line.strip()
-            if stripped.startswith("deb-src ") or (
-                stripped.startswith("Types:") and "deb-src" in stripped.split()
-            ):
+            if stripped.startswith("deb-src ") or (stripped.startswith("Types:") and "deb-src" in stripped.split()):
                 return True
     return False
 
@@ -180,8 +185,7 @@ def _has_deb_src() -> bool:
 def _source_version() -> str | None:
     """Return the candidate version of the `kubernetes` source package, if apt knows it."""
     proc = subprocess.run(["apt-cache", "showsrc", "kubernetes"], capture_output=True, text=True)
-    versions = [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines()
-                if line.startswith("Version:")]
+    versions = [line.split(":", 1)[1].strip() for line in proc.stdout.splitlines() if line.startswith("Version:")]
     if not versions:
         return None
     # Pick the highest with dpkg's own ordering.
@@ -202,20 +206,20 @@ def ensure_prerequisites(*, log: Path | None = None) -> None:
     if not is_root:
         steps = []
         if need_src:
-            steps.append(f"  sed 's/^Types: deb$/Types: deb-src/' {DEBIAN_SOURCES} "
-                         f"| sudo tee {DEB_SRC_FILE}")
+            steps.append(f"  sed 's/^Types: deb$/Types: deb-src/' {DEBIAN_SOURCES} | sudo tee {DEB_SRC_FILE}")
         steps.append("  sudo apt-get update")
         if missing:
             steps.append(f"  sudo apt-get install -y {' '.join(missing)}")
         raise BuildError("kubesim needs root to prepare the build. Run:\n" + "\n".join(steps))
     if need_src:
         if not DEBIAN_SOURCES.is_file():
-            raise BuildError(NO_SOURCE_HELP.format(
-                reason=f"{DEBIAN_SOURCES} not found (not a Debian 12 machine?)",
-                packages=" ".join(APT_PACKAGES)))
+            raise BuildError(
+                NO_SOURCE_HELP.format(
+                    reason=f"{DEBIAN_SOURCES} not found (not a Debian 12 machine?)", packages=" ".join(APT_PACKAGES)
+                )
+            )
         text = DEBIAN_SOURCES.read_text()
-        src = "\n".join("Types: deb-src" if line.strip() == "Types: deb" else line
-                        for line in text.splitlines()) + "\n"
+        src = "\n".join("Types: deb-src" if line.strip() == "Types: deb" else line for line in text.splitlines()) + "\n"
         DEB_SRC_FILE.write_text(src)
         print(f"kubesim: added {DEB_SRC_FILE}", file=sys.stderr)
     print("kubesim: apt-get update", file=sys.stderr)
@@ -223,24 +227,26 @@ def ensure_prerequisites(*, log: Path | None = None) -> None:
     missing = _missing_packages()
     if missing:
         print(f"kubesim: apt-get install {' '.join(missing)}", file=sys.stderr)
-        _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
-             env=_apt_env(), log=log, timeout=1200)
+        _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], env=_apt_env(), log=log, timeout=1200)
 
 
 def _apply_reflect2_fix(tree: Path) -> None:
     """Replace the vendored reflect2 v1.0.1, which crashes under Go 1.18+, with v1.0.2."""
     vendored = tree / "vendor/github.com/modern-go/reflect2"
     if not REFLECT2_SRC.is_dir():
-        raise BuildError(f"{REFLECT2_SRC} is missing: apt-get install "
-                         "golang-github-modern-go-reflect2-dev")
+        raise BuildError(f"{REFLECT2_SRC} is missing: apt-get install golang-github-modern-go-reflect2-dev")
     for old in list(vendored.glob("*.go")) + list(vendored.glob("*.s")):
         old.unlink()
     for new in list(REFLECT2_SRC.glob("*.go")) + list(REFLECT2_SRC.glob("*.s")):
         shutil.copy2(new, vendored / new.name)
     modules = tree / "vendor/modules.txt"
     lines = modules.read_text().splitlines(keepends=True)
-    fixed = [line.replace("github.com/modern-go/reflect2 v1.0.1", "github.com/modern-go/reflect2 v1.0.2")
-             if line.startswith("# github.com/modern-go/reflect2") else line for line in lines]
+    fixed = [
+        line.replace("github.com/modern-go/reflect2 v1.0.1", "github.com/modern-go/reflect2 v1.0.2")
+        if line.startswith("# github.com/modern-go/reflect2")
+        else line
+        for line in lines
+    ]
     modules.write_text("".join(fixed))
 
 
@@ -269,6 +275,7 @@ def _compile(tree: Path, log: Path) -> Path:
 
 def build(*, force: bool = False, quiet: bool = False) -> Path:
     """Return the bin folder with the three binaries, building them first if needed."""
+
     def say(msg: str) -> None:
         if not quiet:
             print(f"kubesim: {msg}", file=sys.stderr, flush=True)
@@ -280,8 +287,7 @@ def build(*, force: bool = False, quiet: bool = False) -> Path:
         if shutil.which("apt-get") is None:
             if cached:
                 return cached
-            raise BuildError(NO_SOURCE_HELP.format(reason="apt-get is not available",
-                                                   packages=" ".join(APT_PACKAGES)))
+            raise BuildError(NO_SOURCE_HELP.format(reason="apt-get is not available", packages=" ".join(APT_PACKAGES)))
         version = _source_version() if _has_deb_src() else None
         if version:
             hit = find_cached(version)
@@ -297,9 +303,12 @@ def build(*, force: bool = False, quiet: bool = False) -> Path:
         ensure_prerequisites(log=log)
         version = _source_version()
         if not version:
-            raise BuildError(NO_SOURCE_HELP.format(
-                reason="apt knows no source package `kubernetes` (deb-src entry missing or "
-                       "not Debian 12)", packages=" ".join(APT_PACKAGES)))
+            raise BuildError(
+                NO_SOURCE_HELP.format(
+                    reason="apt knows no source package `kubernetes` (deb-src entry missing or not Debian 12)",
+                    packages=" ".join(APT_PACKAGES),
+                )
+            )
         hit = find_cached(version)
         if hit and not force:
             say(f"using cached binaries in {hit}")
@@ -308,24 +317,26 @@ def build(*, force: bool = False, quiet: bool = False) -> Path:
         with tempfile.TemporaryDirectory(prefix="kubesim-build-") as tmp:
             work = Path(tmp)
             say(f"apt-get source kubernetes={version} in {work}")
-            _run(["apt-get", "source", "-q", f"kubernetes={version}"], cwd=work, env=_apt_env(),
-                 log=log, timeout=900)
+            _run(["apt-get", "source", "-q", f"kubernetes={version}"], cwd=work, env=_apt_env(), log=log, timeout=900)
             trees = [p for p in work.iterdir() if p.is_dir() and p.name.startswith("kubernetes-")]
             if len(trees) != 1:
                 raise BuildError(f"unexpected source layout in {work}: {os.listdir(work)}")
             tree = trees[0]
             _apply_reflect2_fix(tree)
-            say("building kube-apiserver, kube-controller-manager, kube-scheduler "
-                f"(about 5 minutes on 2 cores; log: {log})")
+            say(f"building kube-apiserver, kube-controller-manager, kube-scheduler (about 5 minutes on 2 cores; log: {log})")
             out = _compile(tree, log)
             staging = target.with_name(target.name + ".partial")
             shutil.rmtree(staging, ignore_errors=True)
             (staging / "bin").mkdir(parents=True)
             for name in BINARIES:
                 shutil.copy2(out / name, staging / "bin" / name)
-            stamp = {"version": version, "patch_hash": PATCH_HASH, "recipe": PATCH_RECIPE.strip(),
-                     "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                     "build_seconds": round(time.monotonic() - started, 1)}
+            stamp = {
+                "version": version,
+                "patch_hash": PATCH_HASH,
+                "recipe": PATCH_RECIPE.strip(),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "build_seconds": round(time.monotonic() - started, 1),
+            }
             (staging / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
             shutil.rmtree(target, ignore_errors=True)
             staging.rename(target)
@@ -340,7 +351,11 @@ def install_prebuilt(src_bin: Path, version: str = KNOWN_VERSION) -> Path:
         (target / "bin").mkdir(parents=True, exist_ok=True)
         for name in BINARIES:
             shutil.copy2(src_bin / name, target / "bin" / name)
-        stamp = {"version": version, "patch_hash": PATCH_HASH, "recipe": PATCH_RECIPE.strip(),
-                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        stamp = {
+            "version": version,
+            "patch_hash": PATCH_HASH,
+            "recipe": PATCH_RECIPE.strip(),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         (target / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
     return target / "bin"

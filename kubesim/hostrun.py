@@ -28,8 +28,7 @@ class VolumeNotReady(Exception):
     """A volume source (Secret, ConfigMap) is missing; the kubelet retries, as a real one does."""
 
 
-def _write_items(folder: Path, data: dict[str, bytes], items: list[dict[str, Any]] | None,
-                 mode: int) -> None:
+def _write_items(folder: Path, data: dict[str, bytes], items: list[dict[str, Any]] | None, mode: int) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     chosen = {i["key"]: i.get("path", i["key"]) for i in items} if items else {k: k for k in data}
     for key, rel in chosen.items():
@@ -86,8 +85,7 @@ class PodSandbox:
                         raise
                     obj = {}
                 data = {k: v.encode() for k, v in (obj.get("data") or {}).items()}
-                data.update({k: base64.b64decode(v)
-                             for k, v in (obj.get("binaryData") or {}).items()})
+                data.update({k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()})
                 _write_items(path, data, src.get("items"), src.get("defaultMode", 0o644))
             else:
                 # emptyDir and every other kind: an empty folder shared by the pod's containers.
@@ -121,7 +119,7 @@ def remap(text: str, mounts: list[tuple[str, str]]) -> str:
     for cpath, hpath in mounts:
         # Only whole path components: /data must not rewrite /database or /x/data.
         pattern = r"(?<![\w./-])" + re.escape(cpath) + r"(?=/|$|[^\w.-])"
-        text = re.sub(pattern, lambda _m, h=hpath: h, text)
+        text = re.sub(pattern, hpath.replace("\\", "\\\\"), text)
     return text
 
 
@@ -130,6 +128,7 @@ _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 def expand(text: str, env: dict[str, str]) -> str:
     """Expand $(VAR) references as Kubernetes does for command, args and env values."""
+
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "$$":
             return "$"
@@ -142,8 +141,9 @@ def expand(text: str, env: dict[str, str]) -> str:
 class HostProcess:
     """One run of a container's command on the host; lines and the exit go to callbacks."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str,
-                 on_line: Callable[[str, str], None], on_exit: Callable[[int], None]) -> None:
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: str, on_line: Callable[[str, str], None], on_exit: Callable[[int], None]
+    ) -> None:
         self.argv = argv
         self.env = env
         self.cwd = cwd
@@ -154,17 +154,23 @@ class HostProcess:
     def start(self) -> None:
         """Start the process; a command that cannot start exits 127 with a message."""
         try:
-            self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd,
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
         except OSError as exc:
             self.on_line("stderr", f"exec {self.argv[0]}: {exc.strerror}")
             threading.Thread(target=self.on_exit, args=(127,), daemon=True).start()
             return
-        readers = [threading.Thread(target=self._pump, args=(self.proc.stdout, "stdout"),
-                                    daemon=True),
-                   threading.Thread(target=self._pump, args=(self.proc.stderr, "stderr"),
-                                    daemon=True)]
+        readers = [
+            threading.Thread(target=self._pump, args=(self.proc.stdout, "stdout"), daemon=True),
+            threading.Thread(target=self._pump, args=(self.proc.stderr, "stderr"), daemon=True),
+        ]
         for t in readers:
             t.start()
 
@@ -197,8 +203,7 @@ class HostProcess:
             pass
 
 
-def host_argv(container: dict[str, Any], script: str | None, env: dict[str, str],
-              mounts: list[tuple[str, str]]) -> list[str]:
+def host_argv(container: dict[str, Any], script: str | None, env: dict[str, str], mounts: list[tuple[str, str]]) -> list[str]:
     """Return the argv to run: `script` under /bin/sh, or the container's command and args."""
     if script:
         return ["/bin/sh", "-c", remap(script, mounts)]
@@ -209,11 +214,14 @@ def host_argv(container: dict[str, Any], script: str | None, env: dict[str, str]
     return [remap(a, mounts) for a in argv]
 
 
-def host_env(container_env: dict[str, str], mounts: list[tuple[str, str]], pod_name: str,
-             home: Path) -> dict[str, str]:
+def host_env(container_env: dict[str, str], mounts: list[tuple[str, str]], pod_name: str, home: Path) -> dict[str, str]:
     """Return the process env: a minimal host base plus the container's env, paths remapped."""
-    env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-           "HOME": str(home), "HOSTNAME": pod_name, "LANG": "C.UTF-8"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "HOME": str(home),
+        "HOSTNAME": pod_name,
+        "LANG": "C.UTF-8",
+    }
     for k, v in container_env.items():
         env[k] = remap(v, mounts) if v.startswith("/") else v
     return env
@@ -237,7 +245,6 @@ def host_cwd(container: dict[str, Any], mounts: list[tuple[str, str]], root: Pat
 def read_termination_message(run_dir: Path) -> str:
     """Return what the process wrote to its termination log, capped like the kubelet does."""
     try:
-        return (run_dir / "termination-log").read_bytes()[:MAX_TERMINATION_MESSAGE].decode(
-            errors="replace")
+        return (run_dir / "termination-log").read_bytes()[:MAX_TERMINATION_MESSAGE].decode(errors="replace")
     except OSError:
         return ""

@@ -39,10 +39,8 @@ class Kube:
     def __init__(self, server: str, token: str, ca_file: str, *, timeout: float = 15.0) -> None:
         self.server = server.rstrip("/")
         self.timeout = timeout
-        self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json",
-                        "User-Agent": "kubesim-kubelet/1.20.2"}
-        self.pool = urllib3.PoolManager(num_pools=4, maxsize=32, cert_reqs="CERT_REQUIRED",
-                                        ca_certs=ca_file, retries=False)
+        self.headers = {"Authorization": f"Bearer {token}", "Accept": "application/json", "User-Agent": "kubesim-kubelet/1.20.2"}
+        self.pool = urllib3.PoolManager(num_pools=4, maxsize=32, cert_reqs="CERT_REQUIRED", ca_certs=ca_file, retries=False)
 
     @classmethod
     def from_kubeconfig(cls, path: str | Path, **kw: Any) -> Kube:
@@ -54,9 +52,8 @@ class Kube:
         user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
         ca_file = cluster.get("certificate-authority")
         if not ca_file:
-            fh = tempfile.NamedTemporaryFile(prefix="kubesim-ca-", suffix=".crt", delete=False)
-            fh.write(base64.b64decode(cluster["certificate-authority-data"]))
-            fh.close()
+            with tempfile.NamedTemporaryFile(prefix="kubesim-ca-", suffix=".crt", delete=False) as fh:
+                fh.write(base64.b64decode(cluster["certificate-authority-data"]))
             ca_file = fh.name
         return cls(cluster["server"], user["token"], ca_file, **kw)
 
@@ -64,9 +61,16 @@ class Kube:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         return self.server + path + (("?" + urlencode(query)) if query else "")
 
-    def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
-                body: Any = None, content_type: str = "application/json",
-                timeout: float | None = None) -> dict[str, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """Send one request and return the decoded JSON answer, raising KubeError on failure."""
         headers = dict(self.headers)
         data = None
@@ -74,8 +78,13 @@ class Kube:
             headers["Content-Type"] = content_type
             data = json.dumps(body).encode()
         try:
-            resp = self.pool.request(method, self._url(path, params), body=data, headers=headers,
-                                     timeout=urllib3.Timeout(total=timeout or self.timeout))
+            resp = self.pool.request(
+                method,
+                self._url(path, params),
+                body=data,
+                headers=headers,
+                timeout=urllib3.Timeout(total=timeout or self.timeout),
+            )
         except urllib3.exceptions.HTTPError as exc:
             raise KubeError(0, str(exc), "Unreachable") from exc
         payload: dict[str, Any] = {}
@@ -91,16 +100,19 @@ class Kube:
     def get(self, path: str, **kw: Any) -> dict[str, Any]:
         return self.request("GET", path, **kw)
 
-    def watch(self, path: str, params: dict[str, Any], *, timeout_seconds: int = 240
-              ) -> Iterator[dict[str, Any]]:
+    def watch(self, path: str, params: dict[str, Any], *, timeout_seconds: int = 240) -> Iterator[dict[str, Any]]:
         """Yield watch events as dicts until the server ends the watch."""
         query = dict(params, watch="true", timeoutSeconds=timeout_seconds)
         try:
             resp = self.pool.request(
-                "GET", self._url(path, query), headers=self.headers, preload_content=False,
+                "GET",
+                self._url(path, query),
+                headers=self.headers,
+                preload_content=False,
                 # Bookmarks and the server-side timeout keep the stream alive; a read stalled
                 # past both means the connection is dead.
-                timeout=urllib3.Timeout(connect=10, read=timeout_seconds + 30))
+                timeout=urllib3.Timeout(connect=10, read=timeout_seconds + 30),
+            )
         except urllib3.exceptions.HTTPError as exc:
             raise KubeError(0, str(exc), "Unreachable") from exc
         try:

@@ -28,15 +28,18 @@ KUBELET_VERSION = "v1.20.2"
 LEASE_SECONDS = 40
 HEARTBEAT_EVERY = 10.0
 STATUS_EVERY = 60.0
-HELP = ("Behaviour rules for kubesim's simulated containers: one key per rule, each value JSON "
-        '{"match": {...}, "behaviour": {"type": ...}}. See docs/local-cluster.md in Slipway.')
+HELP = (
+    "Behaviour rules for kubesim's simulated containers: one key per rule, each value JSON "
+    '{"match": {...}, "behaviour": {"type": ...}}. See docs/local-cluster.md in Slipway.'
+)
 
 
 class Kubelet:
     """Everything one simulated kubelet process does, for one or more nodes."""
 
-    def __init__(self, kube: Kube, nodes: list[str], port: int, state_dir: Path,
-                 cert: str | None = None, key: str | None = None) -> None:
+    def __init__(
+        self, kube: Kube, nodes: list[str], port: int, state_dir: Path, cert: str | None = None, key: str | None = None
+    ) -> None:
         self.kube = kube
         self.nodes = nodes
         self.port = port
@@ -73,48 +76,73 @@ class Kubelet:
         resources = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
 
         def cond(ctype: str, status: str, reason: str, message: str) -> dict[str, str]:
-            return {"type": ctype, "status": status, "reason": reason, "message": message,
-                    "lastHeartbeatTime": now, "lastTransitionTime": self._node_since}
+            return {
+                "type": ctype,
+                "status": status,
+                "reason": reason,
+                "message": message,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": self._node_since,
+            }
 
         return {
-            "capacity": resources, "allocatable": resources,
+            "capacity": resources,
+            "allocatable": resources,
             "conditions": [
-                cond("MemoryPressure", "False", "KubeletHasSufficientMemory",
-                     "kubelet has sufficient memory available"),
-                cond("DiskPressure", "False", "KubeletHasNoDiskPressure",
-                     "kubelet has no disk pressure"),
-                cond("PIDPressure", "False", "KubeletHasSufficientPID",
-                     "kubelet has sufficient PID available"),
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
                 cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
             ],
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
-            "nodeInfo": {"machineID": "kubesim", "systemUUID": "kubesim", "bootID": "kubesim",
-                         "kernelVersion": "kubesim", "osImage": "kubesim simulated node",
-                         "containerRuntimeVersion": "kubesim://1.0",
-                         "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
-                         "operatingSystem": "linux", "architecture": "amd64"},
+            "nodeInfo": {
+                "machineID": "kubesim",
+                "systemUUID": "kubesim",
+                "bootID": "kubesim",
+                "kernelVersion": "kubesim",
+                "osImage": "kubesim simulated node",
+                "containerRuntimeVersion": "kubesim://1.0",
+                "kubeletVersion": KUBELET_VERSION,
+                "kubeProxyVersion": KUBELET_VERSION,
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
         }
 
     def register_nodes(self) -> None:
         """Create the Node objects, mark them Ready and lift the not-ready taint."""
         self._node_since = iso(time.time())
         for name in self.nodes:
-            body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
-                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64", "kubesim.slipway.dev/simulated": "true"}}}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        "kubesim.slipway.dev/simulated": "true",
+                    },
+                },
+            }
             try:
                 self.kube.request("POST", "/api/v1/nodes", body=body)
             except KubeError as exc:
                 if exc.status != 409:
                     raise
-            self.kube.request("PATCH", f"/api/v1/nodes/{name}/status",
-                              body={"status": self._node_status()},
-                              content_type="application/merge-patch+json")
+            self.kube.request(
+                "PATCH",
+                f"/api/v1/nodes/{name}/status",
+                body={"status": self._node_status()},
+                content_type="application/merge-patch+json",
+            )
             # The TaintNodesByCondition admission plugin adds node.kubernetes.io/not-ready on
             # create, and the node lifecycle controller that would lift it is off.
-            self.kube.request("PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}},
-                              content_type="application/merge-patch+json")
+            self.kube.request(
+                "PATCH", f"/api/v1/nodes/{name}", body={"spec": {"taints": None}}, content_type="application/merge-patch+json"
+            )
             self._renew_lease(name)
 
     def _renew_lease(self, name: str) -> None:
@@ -122,8 +150,7 @@ class Kubelet:
         path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
         spec = {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": now}
         try:
-            self.kube.request("PATCH", f"{path}/{name}", body={"spec": spec},
-                              content_type="application/merge-patch+json")
+            self.kube.request("PATCH", f"{path}/{name}", body={"spec": spec}, content_type="application/merge-patch+json")
         except KubeError as exc:
             if exc.status != 404:
                 raise
@@ -140,9 +167,12 @@ class Kubelet:
                 try:
                     self._renew_lease(name)
                     if time.monotonic() - last_status >= STATUS_EVERY:
-                        self.kube.request("PATCH", f"/api/v1/nodes/{name}/status",
-                                          body={"status": self._node_status()},
-                                          content_type="application/merge-patch+json")
+                        self.kube.request(
+                            "PATCH",
+                            f"/api/v1/nodes/{name}/status",
+                            body={"status": self._node_status()},
+                            content_type="application/merge-patch+json",
+                        )
                 except KubeError as exc:
                     log.warning("heartbeat for %s failed: %s", name, exc)
             if time.monotonic() - last_status >= STATUS_EVERY:
@@ -152,13 +182,11 @@ class Kubelet:
     def ensure_behaviours_configmap(self) -> None:
         """Create namespace kubesim-system and an empty behaviours ConfigMap if missing."""
         try:
-            self.kube.request("POST", "/api/v1/namespaces",
-                              body={"metadata": {"name": bh.NAMESPACE}})
+            self.kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": bh.NAMESPACE}})
         except KubeError as exc:
             if exc.status != 409:
                 raise
-        body = {"metadata": {"name": bh.CONFIGMAP, "annotations": {
-            "kubesim.slipway.dev/help": HELP}}, "data": {}}
+        body = {"metadata": {"name": bh.CONFIGMAP, "annotations": {"kubesim.slipway.dev/help": HELP}}, "data": {}}
         try:
             self.kube.request("POST", f"/api/v1/namespaces/{bh.NAMESPACE}/configmaps", body=body)
         except KubeError as exc:
@@ -175,9 +203,11 @@ class Kubelet:
             value = json.dumps(errors, sort_keys=True) if errors else None
             try:
                 self.kube.request(
-                    "PATCH", f"/api/v1/namespaces/{bh.NAMESPACE}/configmaps/{bh.CONFIGMAP}",
+                    "PATCH",
+                    f"/api/v1/namespaces/{bh.NAMESPACE}/configmaps/{bh.CONFIGMAP}",
                     body={"metadata": {"annotations": {"kubesim.slipway.dev/errors": value}}},
-                    content_type="application/merge-patch+json")
+                    content_type="application/merge-patch+json",
+                )
             except KubeError as exc:
                 log.warning("could not record rule errors: %s", exc)
         self._rule_errors = errors
@@ -209,8 +239,7 @@ class Kubelet:
                     listing = self.kube.get(path, params=params)
                     rv = listing["metadata"]["resourceVersion"]
                     on_list(listing.get("items") or [])
-                for event in self.kube.watch(path, {**params, "resourceVersion": rv,
-                                                    "allowWatchBookmarks": "true"}):
+                for event in self.kube.watch(path, {**params, "resourceVersion": rv, "allowWatchBookmarks": "true"}):
                     if self.stopping.is_set():
                         return
                     etype, obj = event["type"], event["object"]
@@ -235,14 +264,12 @@ class Kubelet:
 
     def _pods_loop(self, node: str) -> None:
         params = {"fieldSelector": f"spec.nodeName={node}"}
-        self._list_watch("/api/v1/pods", params,
-                         lambda items: self._on_pod_list(node, items), self._on_pod_event)
+        self._list_watch("/api/v1/pods", params, lambda items: self._on_pod_list(node, items), self._on_pod_event)
 
     def _on_pod_list(self, node: str, items: list[dict[str, Any]]) -> None:
         seen = {p["metadata"]["uid"] for p in items}
         with self.lock:
-            stale = [w for uid, w in self.workers.items()
-                     if uid not in seen and w.pod["spec"].get("nodeName") == node]
+            stale = [w for uid, w in self.workers.items() if uid not in seen and w.pod["spec"].get("nodeName") == node]
         for w in stale:
             self._forget(w)
         for pod in items:
@@ -292,10 +319,11 @@ class Kubelet:
 
     def run(self) -> None:
         """Start every loop and block until stop() is called; serve() and register first."""
-        threads = [threading.Thread(target=self._behaviours_loop, name="behaviours", daemon=True),
-                   threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)]
-        threads += [threading.Thread(target=self._pods_loop, args=(n,), name=f"pods-{n}",
-                                     daemon=True) for n in self.nodes]
+        threads = [
+            threading.Thread(target=self._behaviours_loop, name="behaviours", daemon=True),
+            threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True),
+        ]
+        threads += [threading.Thread(target=self._pods_loop, args=(n,), name=f"pods-{n}", daemon=True) for n in self.nodes]
         for t in threads:
             t.start()
         while not self.stopping.wait(1.0):
@@ -337,10 +365,16 @@ class LogHandler(BaseHTTPRequestHandler):
             # set_behaviour() reads this through the apiserver's node proxy to know that the
             # kubelet has seen its change before a test creates pods.
             k = self.kubelet
-            return self._plain(200, json.dumps({
-                "resourceVersion": k.rules_rv, "errors": k._rule_errors,
-                "rules": [{"name": r.name, "type": r.behaviour.type, "match": r.match}
-                          for r in k.rules()]}))
+            return self._plain(
+                200,
+                json.dumps(
+                    {
+                        "resourceVersion": k.rules_rv,
+                        "errors": k._rule_errors,
+                        "rules": [{"name": r.name, "type": r.behaviour.type, "match": r.match} for r in k.rules()],
+                    }
+                ),
+            )
         parts = [unquote(p) for p in url.path.strip("/").split("/")]
         if len(parts) != 4 or parts[0] != "containerLogs":
             return self._plain(404, "404 page not found")
@@ -357,18 +391,15 @@ class LogHandler(BaseHTTPRequestHandler):
         buf = c.previous if previous else c.current
         if buf is None:
             if previous:
-                return self._plain(400, f'previous terminated container "{container}" in pod '
-                                        f'"{pod}" not found')
-            return self._plain(400, f'container "{container}" in pod "{pod}" is waiting to '
-                                    f"start: {c.waiting_reason()}")
+                return self._plain(400, f'previous terminated container "{container}" in pod "{pod}" not found')
+            return self._plain(400, f'container "{container}" in pod "{pod}" is waiting to start: {c.waiting_reason()}')
         follow = q.get("follow", "false").lower() in truthy and not previous
         timestamps = q.get("timestamps", "false").lower() in truthy
         since = None
         if "sinceSeconds" in q:
             since = time.time() - float(q["sinceSeconds"])
         elif "sinceTime" in q:
-            since = time.mktime(time.strptime(q["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S")) - (
-                time.timezone)
+            since = time.mktime(time.strptime(q["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S")) - (time.timezone)
         limit = int(q["limitBytes"]) if "limitBytes" in q else None
         lines, seq = buf.snapshot()
         if since is not None:
@@ -421,11 +452,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--cluster-name", default="default")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(threadName)s %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s %(message)s"
+    )
     kube = Kube.from_kubeconfig(args.kubeconfig)
-    nodes = ["kubesim-node"] if args.nodes == 1 else [
-        f"kubesim-node-{i}" for i in range(1, args.nodes + 1)]
+    nodes = ["kubesim-node"] if args.nodes == 1 else [f"kubesim-node-{i}" for i in range(1, args.nodes + 1)]
     kubelet = Kubelet(kube, nodes, args.port, Path(args.state_dir), args.cert, args.key)
 
     def on_term(signum: int, frame: Any) -> None:
@@ -433,8 +464,7 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    log.info("kubesim kubelet for %s (time scale %s) on port %d", ", ".join(nodes),
-             bh.time_scale(), args.port)
+    log.info("kubesim kubelet for %s (time scale %s) on port %d", ", ".join(nodes), bh.time_scale(), args.port)
     kubelet.serve()
     # The apiserver may be up while its RBAC bootstrap is not: retry registering for a while.
     deadline = time.monotonic() + 60

@@ -60,8 +60,7 @@ class PKI:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise PKIError(f"openssl {' '.join(args)} failed: {proc.stderr.strip()}")
 
@@ -77,16 +76,45 @@ def _signed_cert(folder: Path, name: str, subject: str, sans: str, ca: bool = Tr
     )
     _openssl("genrsa", "-out", f"{name}.key", "2048", cwd=folder)
     if ca:
-        _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr",
-                 cwd=folder)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "3650", "-sha256", "-extfile", ext.name,
-                 "-out", f"{name}.crt", cwd=folder)
+        _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=folder)
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-sha256",
+            "-extfile",
+            ext.name,
+            "-out",
+            f"{name}.crt",
+            cwd=folder,
+        )
         (folder / f"{name}.csr").unlink()
     else:
-        _openssl("req", "-x509", "-new", "-key", f"{name}.key", "-subj", subject, "-days",
-                 "3650", "-sha256", "-addext", f"subjectAltName={sans}", "-out", f"{name}.crt",
-                 cwd=folder)
+        _openssl(
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            f"{name}.key",
+            "-subj",
+            subject,
+            "-days",
+            "3650",
+            "-sha256",
+            "-addext",
+            f"subjectAltName={sans}",
+            "-out",
+            f"{name}.crt",
+            cwd=folder,
+        )
     ext.unlink()
 
 
@@ -98,12 +126,30 @@ def make_pki(folder: Path) -> PKI:
     if pki.ca_crt.exists() and pki.token_file.exists() and pki.kubelet_crt.exists():
         return pki
     _openssl("genrsa", "-out", "ca.key", "2048", cwd=folder)
-    _openssl("req", "-x509", "-new", "-nodes", "-key", "ca.key", "-subj", "/CN=kubesim-ca",
-             "-days", "3650", "-sha256", "-out", "ca.crt", cwd=folder)
-    _signed_cert(folder, "apiserver", "/CN=kube-apiserver",
-                 "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-                 "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,"
-                 "IP:10.96.0.1")
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-nodes",
+        "-key",
+        "ca.key",
+        "-subj",
+        "/CN=kubesim-ca",
+        "-days",
+        "3650",
+        "-sha256",
+        "-out",
+        "ca.crt",
+        cwd=folder,
+    )
+    _signed_cert(
+        folder,
+        "apiserver",
+        "/CN=kube-apiserver",
+        "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,"
+        "IP:10.96.0.1",
+    )
     # The apiserver runs without --kubelet-certificate-authority, so it accepts this self-signed
     # certificate when it proxies logs, as a kubeadm cluster does with the kubelet's own cert.
     _signed_cert(folder, "kubelet", "/CN=kubesim-kubelet", "IP:127.0.0.1,DNS:localhost", ca=False)

@@ -26,8 +26,15 @@ from kubesim.build import BuildError
 from kubesim.cluster import Cluster, ClusterError, state_root
 from kubesim.wait import wait_for
 
-__all__ = ["behaviours", "kube_api_client", "kube_cluster", "kube_namespace",
-           "pytest_collection_modifyitems", "pytest_configure", "Behaviours"]
+__all__ = [
+    "behaviours",
+    "kube_api_client",
+    "kube_cluster",
+    "kube_namespace",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "Behaviours",
+]
 
 # One instance per test process even if these fixtures are defined twice (the root plugin and a
 # conftest that star-imports them): both fixture copies share this.
@@ -106,17 +113,16 @@ def kube_namespace(kube_api_client: Any, request: pytest.FixtureRequest) -> Iter
     core = _core(kube_api_client)
     base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name.lower())[:40]
     name = f"{base.strip('-')}-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": name,
-                                        "labels": {"kubesim.slipway.dev/test": "true"}}},
-                          _request_timeout=10)
+    core.create_namespace({"metadata": {"name": name, "labels": {"kubesim.slipway.dev/test": "true"}}}, _request_timeout=10)
 
     def sa_ready() -> bool:
         # 1.20 refuses pods until the default ServiceAccount has its token Secret.
         sa = core.read_namespaced_service_account("default", name, _request_timeout=5)
         return bool(sa.secrets)
 
-    wait_for(sa_ready, timeout=30, interval=0.05, ignore=(ApiException,),
-             message=f"the default ServiceAccount of namespace {name}")
+    wait_for(
+        sa_ready, timeout=30, interval=0.05, ignore=(ApiException,), message=f"the default ServiceAccount of namespace {name}"
+    )
     yield name
     try:
         # Do not wait for the namespace to go: the controller finishes it in the background.
@@ -134,8 +140,7 @@ class Behaviours:
         self.namespace = namespace
         self.names: list[str] = []
 
-    def set(self, name: str, *, match: dict[str, Any] | None = None,
-            behaviour: dict[str, Any] | str, priority: int = 0) -> str:
+    def set(self, name: str, *, match: dict[str, Any] | None = None, behaviour: dict[str, Any] | str, priority: int = 0) -> str:
         """Add a rule; scoped to the test's namespace unless match names one. Returns its key."""
         match = dict(match or {})
         if self.namespace and "namespace" not in match:

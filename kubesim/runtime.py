@@ -86,7 +86,7 @@ class LogBuffer:
                     return
                 first = self.total - len(self.lines)
                 seq = max(seq, first)
-                batch = list(self.lines)[seq - first:]
+                batch = list(self.lines)[seq - first :]
                 seq = self.total
                 done = self.closed
             yield from batch
@@ -131,8 +131,9 @@ def resolve_env(kube: Kube, pod: dict[str, Any], container: dict[str, Any]) -> d
                 cache[(kind, name)] = None
             else:
                 if kind == "Secret":
-                    cache[(kind, name)] = {k: base64.b64decode(v).decode(errors="replace")
-                                           for k, v in (obj.get("data") or {}).items()}
+                    cache[(kind, name)] = {
+                        k: base64.b64decode(v).decode(errors="replace") for k, v in (obj.get("data") or {}).items()
+                    }
                 else:
                     cache[(kind, name)] = dict(obj.get("data") or {})
         return cache[(kind, name)]
@@ -169,8 +170,7 @@ def resolve_env(kube: Kube, pod: dict[str, Any], container: dict[str, Any]) -> d
                 if ref["key"] not in data:
                     if ref.get("optional"):
                         break
-                    raise ConfigError(f"couldn't find key {ref['key']} in {kind} "
-                                      f"{ns}/{ref['name']}")
+                    raise ConfigError(f"couldn't find key {ref['key']} in {kind} {ns}/{ref['name']}")
                 env[name] = data[ref["key"]]
                 break
         else:
@@ -179,8 +179,7 @@ def resolve_env(kube: Kube, pod: dict[str, Any], container: dict[str, Any]) -> d
             elif "resourceFieldRef" in vf:
                 res = vf["resourceFieldRef"]["resource"]
                 limits = (container.get("resources") or {}).get("limits") or {}
-                env[name] = str(limits.get(res.split(".", 1)[-1], "8" if "cpu" in res
-                                           else "34359738368"))
+                env[name] = str(limits.get(res.split(".", 1)[-1], "8" if "cpu" in res else "34359738368"))
     return env
 
 
@@ -197,8 +196,7 @@ def _image_id(image: str) -> str:
 
 
 def _normalised(image: str) -> str:
-    return _image_id(image).split("@", 1)[0] + (":" + image.rsplit(":", 1)[1]
-                                                 if ":" in image.rsplit("/", 1)[-1] else ":latest")
+    return _image_id(image).split("@", 1)[0] + (":" + image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else ":latest")
 
 
 _STARTING = {"pull_error", "invalid_image", "config_error", "create_error", "run_error"}
@@ -274,8 +272,7 @@ class ContainerSim:
         old, self.behaviour = self.behaviour, new
         if self.mode in ("waiting_err", "pull_err", "pull_backoff"):
             self.next_at = now
-        elif self.mode == "running" and self.process is None and new.type not in _STARTING | {
-                "host_run"}:
+        elif self.mode == "running" and self.process is None and new.type not in _STARTING | {"host_run"}:
             self._plan_run(now, fresh=False)
         elif self.mode == "running":
             self.behaviour = old  # keeps running as it is; the new behaviour applies on restart
@@ -307,8 +304,7 @@ class ContainerSim:
                 self.process_exit = None
                 assert self.run_dir is not None
                 msg = hostrun.read_termination_message(self.run_dir)
-                if not msg and code != 0 and self.spec.get(
-                        "terminationMessagePolicy") == "FallbackToLogsOnError":
+                if not msg and code != 0 and self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
                     lines, _ = self.current.snapshot() if self.current else ([], 0)
                     msg = "\n".join(t for _, _, t in lines[-80:])[-2048:]
                 self._terminate(now, code, "", msg or self._param("message", "") or "")
@@ -319,8 +315,11 @@ class ContainerSim:
                 return
             if self.next_log_at is not None and self.next_log_at <= now:
                 self.log_n += 1
-                self._log(str(self._param("log_line", "{container}: tick {n}")).format(
-                    container=self.name, n=self.log_n, pod=self.w.name))
+                self._log(
+                    str(self._param("log_line", "{container}: tick {n}")).format(
+                        container=self.name, n=self.log_n, pod=self.w.name
+                    )
+                )
                 self.next_log_at = now + float(self._param("log_every")) * self.scale
                 return
             if self.exit_at is not None and self.exit_at <= now:
@@ -334,8 +333,9 @@ class ContainerSim:
         if self.mode in ("creating", "waiting_err", "pull_backoff", "restart"):
             self._try_start(now)
         elif self.mode == "pull_err":
-            delay = min(float(self._param("backoff", 10)) * 2 ** max(self.pull_count - 1, 0),
-                        float(self._param("max_backoff", 300)))
+            delay = min(
+                float(self._param("backoff", 10)) * 2 ** max(self.pull_count - 1, 0), float(self._param("max_backoff", 300))
+            )
             self.mode = "pull_backoff"
             self._wait("ImagePullBackOff", f'Back-off pulling image "{self.image}"')
             self.next_at = now + delay * self.scale
@@ -360,16 +360,19 @@ class ContainerSim:
         if b.type == "pull_error":
             self.pull_count += 1
             msg = b["message"] or (
-                f'rpc error: code = Unknown desc = failed to pull and unpack image '
+                f"rpc error: code = Unknown desc = failed to pull and unpack image "
                 f'"{_normalised(image)}": failed to resolve reference "{_normalised(image)}": '
-                f'{_normalised(image)}: not found')
+                f"{_normalised(image)}: not found"
+            )
             self.mode = "pull_err"
             self._wait("ErrImagePull", msg)
             self.next_at = now + float(b["err_for"]) * self.scale
             return
         if b.type == "invalid_image":
-            msg = b["message"] or (f'Failed to apply default image tag "{image}": couldn\'t parse '
-                                   f'image reference "{image}": invalid reference format')
+            msg = b["message"] or (
+                f'Failed to apply default image tag "{image}": couldn\'t parse '
+                f'image reference "{image}": invalid reference format'
+            )
             self.mode = "waiting_err"
             self._wait("InvalidImageName", msg)
             self.next_at = now + 10.0 * self.scale
@@ -378,25 +381,32 @@ class ContainerSim:
             if b.type == "config_error":
                 reason, default = "CreateContainerConfigError", self._config_error_message()
             else:
-                reason, default = "CreateContainerError", (
-                    "failed to reserve container name: name is reserved")
+                reason, default = "CreateContainerError", ("failed to reserve container name: name is reserved")
             self.mode = "waiting_err"
             self._wait(reason, b["message"] or default)
             self.next_at = now + float(b["retry"]) * self.scale
             return
         if b.type == "run_error":
             msg = b["message"] or (
-                'failed to create containerd task: failed to create shim task: OCI runtime '
-                'create failed: runc create failed: unable to start container process: exec: '
+                "failed to create containerd task: failed to create shim task: OCI runtime "
+                "create failed: runc create failed: unable to start container process: exec: "
                 f'"{(self.spec.get("command") or ["app"])[0]}": executable file not found in '
-                '$PATH: unknown')
+                "$PATH: unknown"
+            )
             if self.ever_ran or self.container_id:
                 self.restart_count += 1
             self.container_id = "containerd://" + uuid.uuid4().hex + uuid.uuid4().hex
             fin = iso(time.time())
-            self.last_state = {"terminated": {"exitCode": 128, "reason": "StartError",
-                                              "message": msg, "startedAt": "1970-01-01T00:00:00Z",
-                                              "finishedAt": fin, "containerID": self.container_id}}
+            self.last_state = {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": msg,
+                    "startedAt": "1970-01-01T00:00:00Z",
+                    "finishedAt": fin,
+                    "containerID": self.container_id,
+                }
+            }
             self.mode = "start_err"
             self._wait("RunContainerError", msg)
             self.next_at = now + 1.0 * self.scale
@@ -488,27 +498,23 @@ class ContainerSim:
         elif b.type == "exit":
             self.exit_at = now + float(b["duration"]) * s
             code = int(b["exit_code"])
-            self.exit_spec = (code, "Completed" if code == 0 else "Error",
-                              self._subst(str(b["message"] or "")))
+            self.exit_spec = (code, "Completed" if code == 0 else "Error", self._subst(str(b["message"] or "")))
         elif b.type == "host_run" and fresh:
             self._spawn_host(now)
 
     def _subst(self, text: str) -> str:
         if "{" not in text:
             return text
-        literal = {i["name"]: i.get("value") or "" for i in self.spec.get("env") or []
-                   if "value" in i}
+        literal = {i["name"]: i.get("value") or "" for i in self.spec.get("env") or [] if "value" in i}
         text = text.replace("{digest}", bh.fake_digest(self.image, literal))
-        return re.sub(r"\{env:([A-Za-z_][A-Za-z0-9_.-]*)\}",
-                      lambda m: self.env.get(m.group(1), ""), text)
+        return re.sub(r"\{env:([A-Za-z_][A-Za-z0-9_.-]*)\}", lambda m: self.env.get(m.group(1), ""), text)
 
     def _spawn_host(self, now: float) -> None:
         sb = self.w.sandbox
         self.run_dir = sb.root / "runs" / f"{self.name}-{self.restart_count}"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         mounts = sb.mounts(self.spec, self.run_dir)
-        argv = hostrun.host_argv(self.spec, self.behaviour.get("script") if self.behaviour
-                                 else None, self.env, mounts)
+        argv = hostrun.host_argv(self.spec, self.behaviour.get("script") if self.behaviour else None, self.env, mounts)
         env = hostrun.host_env(self.env, mounts, self.w.name, sb.root / "home")
         (sb.root / "home").mkdir(parents=True, exist_ok=True)
         cwd = hostrun.host_cwd(self.spec, mounts, sb.root)
@@ -541,9 +547,13 @@ class ContainerSim:
             proc, self.process = self.process, None
             threading.Thread(target=proc.kill, args=(1.0,), daemon=True).start()
         reason = reason or ("Completed" if code == 0 else "Error")
-        term: dict[str, Any] = {"exitCode": code, "reason": reason,
-                                "startedAt": iso(self.run_started_wall),
-                                "finishedAt": iso(time.time()), "containerID": self.container_id}
+        term: dict[str, Any] = {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": iso(self.run_started_wall),
+            "finishedAt": iso(time.time()),
+            "containerID": self.container_id,
+        }
         if message:
             term["message"] = message
         self.state = {"terminated": term}
@@ -553,10 +563,10 @@ class ContainerSim:
         if self.current is not None:
             self.current.close()
         policy = self.w.restart_policy
-        if self.init:
-            restart = code != 0 and policy != "Never"
-        else:
-            restart = policy == "Always" or (policy == "OnFailure" and code != 0)
+        # Init containers only restart after a failure; main ones as restartPolicy says.
+        restart = (
+            (code != 0 and policy != "Never") if self.init else (policy == "Always" or (policy == "OnFailure" and code != 0))
+        )
         if not restart:
             self.mode = "done"
             return
@@ -577,9 +587,11 @@ class ContainerSim:
         self.backoff_count += 1
         self.mode = "restart"
         meta = self.w.pod["metadata"]
-        self._wait("CrashLoopBackOff",
-                   f"back-off {go_duration(delay)} restarting failed container={self.name} "
-                   f"pod={meta['name']}_{meta['namespace']}({meta['uid']})")
+        self._wait(
+            "CrashLoopBackOff",
+            f"back-off {go_duration(delay)} restarting failed container={self.name} "
+            f"pod={meta['name']}_{meta['namespace']}({meta['uid']})",
+        )
         self.next_at = now + delay * self.scale
 
     def stop(self) -> None:
@@ -682,14 +694,12 @@ class PodWorker:
                     now = time.monotonic()
                     wake = self._step(now)
                     status = self._compose()
-                if status != self.last_written:
-                    if not self._write(status):
-                        wake = min(wake or now + 1, now + 1)
+                if status != self.last_written and not self._write(status):
+                    wake = min(wake or now + 1, now + 1)
                 if self.terminal and status == self.last_written:
                     self._release()
                     wake = None
-                timeout = POLL_CAP if wake is None else min(max(wake - time.monotonic(), 0.0),
-                                                            POLL_CAP)
+                timeout = POLL_CAP if wake is None else min(max(wake - time.monotonic(), 0.0), POLL_CAP)
                 self._event.wait(timeout)
                 self._event.clear()
         except Exception:  # A broken pod must not take the kubelet down; log it loudly.
@@ -778,14 +788,17 @@ class PodWorker:
             return "Running"
         return "Pending"
 
-    def _condition(self, ctype: str, ok: bool, reason: str = "", message: str = ""
-                   ) -> dict[str, Any]:
+    def _condition(self, ctype: str, ok: bool, reason: str = "", message: str = "") -> dict[str, Any]:
         status = "True" if ok else "False"
         prev = self.transitions.get(ctype)
         if prev is None or prev[0] != status:
             self.transitions[ctype] = (status, iso(time.time()))
-        cond: dict[str, Any] = {"type": ctype, "status": status, "lastProbeTime": None,
-                                "lastTransitionTime": self.transitions[ctype][1]}
+        cond: dict[str, Any] = {
+            "type": ctype,
+            "status": status,
+            "lastProbeTime": None,
+            "lastTransitionTime": self.transitions[ctype][1],
+        }
         if not ok and reason:
             cond["reason"] = reason
             if message:
@@ -802,18 +815,22 @@ class PodWorker:
         ready_reason = "PodCompleted" if completed else "ContainersNotReady"
         ready_msg = "" if completed else f"containers with unready status: [{' '.join(unready)}]"
         conds = [
-            self._condition("Initialized", not not_init, "ContainersNotInitialized",
-                            f"containers with incomplete status: [{' '.join(not_init)}]"),
+            self._condition(
+                "Initialized",
+                not not_init,
+                "ContainersNotInitialized",
+                f"containers with incomplete status: [{' '.join(not_init)}]",
+            ),
             self._condition("Ready", not unready and not completed, ready_reason, ready_msg),
-            self._condition("ContainersReady", not unready and not completed, ready_reason,
-                            ready_msg),
+            self._condition("ContainersReady", not unready and not completed, ready_reason, ready_msg),
         ]
         if completed:
             conds[0]["reason"] = "PodCompleted"
-        scheduled = next((c for c in self.pod.get("status", {}).get("conditions") or []
-                          if c.get("type") == "PodScheduled"), None)
-        conds.append(scheduled or {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                                   "lastTransitionTime": iso(self.start_wall)})
+        scheduled = next((c for c in self.pod.get("status", {}).get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+        conds.append(
+            scheduled
+            or {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": iso(self.start_wall)}
+        )
         status: dict[str, Any] = {
             "phase": phase,
             "conditions": conds,
@@ -833,9 +850,11 @@ class PodWorker:
     def _write(self, status: dict[str, Any]) -> bool:
         try:
             self.kube.request(
-                "PATCH", f"/api/v1/namespaces/{self.namespace}/pods/{self.name}/status",
+                "PATCH",
+                f"/api/v1/namespaces/{self.namespace}/pods/{self.name}/status",
                 body={"metadata": {"uid": self.uid}, "status": status},
-                content_type="application/merge-patch+json")
+                content_type="application/merge-patch+json",
+            )
         except KubeError as exc:
             if exc.status in (404, 409, 410):
                 self.stopped = True  # gone, or replaced by a pod of the same name
@@ -852,9 +871,15 @@ class PodWorker:
         for _ in range(20):
             try:
                 self.kube.request(
-                    "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{self.name}",
-                    body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                          "preconditions": {"uid": self.uid}})
+                    "DELETE",
+                    f"/api/v1/namespaces/{self.namespace}/pods/{self.name}",
+                    body={
+                        "kind": "DeleteOptions",
+                        "apiVersion": "v1",
+                        "gracePeriodSeconds": 0,
+                        "preconditions": {"uid": self.uid},
+                    },
+                )
                 break
             except KubeError as exc:
                 if exc.status in (404, 409):

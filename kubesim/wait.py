@@ -13,8 +13,14 @@ class WaitTimeout(AssertionError):
     """The condition did not hold before the deadline; the message says what was awaited."""
 
 
-def wait_for(predicate: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.1,
-             message: str = "condition", ignore: tuple[type[BaseException], ...] = ()) -> T:
+def wait_for(
+    predicate: Callable[[], T | None],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    message: str = "condition",
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
     """Call predicate until it returns something truthy and return that, or raise WaitTimeout.
 
     Exceptions listed in `ignore` count as "not yet" (e.g. a 404 before an object exists).

@@ -21,62 +21,55 @@ from kubesim.wait import wait_for
 pytestmark = pytest.mark.cluster
 
 
-def test_crash_loops_with_back_off_and_keeps_the_last_termination(kube_api_client, kube_namespace,
-                                                                   behaviours):
-    behaviours.set("crash", match={"image": "app:*"},
-                   behaviour={"type": "crash", "after": 0.1, "exit_code": 3, "backoff": 0.3,
-                              "log_lines": ["starting", "boom"]})
+def test_crash_loops_with_back_off_and_keeps_the_last_termination(kube_api_client, kube_namespace, behaviours):
+    behaviours.set(
+        "crash",
+        match={"image": "app:*"},
+        behaviour={"type": "crash", "after": 0.1, "exit_code": 3, "backoff": 0.3, "log_lines": ["starting", "boom"]},
+    )
     create_pod(kube_api_client, kube_namespace, pod_body("web"))
 
-    pod = wait_pod(kube_api_client, kube_namespace, "web",
-                   lambda p: waiting_reason(p) == "CrashLoopBackOff")
+    pod = wait_pod(kube_api_client, kube_namespace, "web", lambda p: waiting_reason(p) == "CrashLoopBackOff")
 
     st = container_status(pod)
     assert pod.status.phase == "Running"
     assert st.ready is False and st.restart_count >= 1
-    assert st.state.waiting.message.startswith("back-off 300ms restarting failed container=app "
-                                               f"pod=web_{kube_namespace}(")
+    assert st.state.waiting.message.startswith(f"back-off 300ms restarting failed container=app pod=web_{kube_namespace}(")
     last = st.last_state.terminated
     assert (last.reason, last.exit_code) == ("Error", 3)
     assert last.finished_at is not None
     previous = client.CoreV1Api(kube_api_client).read_namespaced_pod_log(
-        "web", kube_namespace, previous=True, _request_timeout=TIMEOUT)
+        "web", kube_namespace, previous=True, _request_timeout=TIMEOUT
+    )
     assert previous.splitlines() == ["starting", "boom"]
     assert condition(pod, "Ready").status == "False"
 
     # The back-off doubles (0.3 s, 0.6 s, ...) and the restarts go on.
-    wait_pod(kube_api_client, kube_namespace, "web",
-             lambda p: container_status(p).restart_count >= 3)
+    wait_pod(kube_api_client, kube_namespace, "web", lambda p: container_status(p).restart_count >= 3)
 
 
 def test_oom_kills_with_137(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("oom", match={"image": "app:*"}, behaviour={"type": "oom", "after": 0.1,
-                                                               "backoff": 0.5})
+    behaviours.set("oom", match={"image": "app:*"}, behaviour={"type": "oom", "after": 0.1, "backoff": 0.5})
     create_pod(kube_api_client, kube_namespace, pod_body("hungry"))
 
-    pod = wait_pod(kube_api_client, kube_namespace, "hungry",
-                   lambda p: container_status(p) and container_status(p).last_state.terminated)
+    pod = wait_pod(
+        kube_api_client, kube_namespace, "hungry", lambda p: container_status(p) and container_status(p).last_state.terminated
+    )
 
     last = container_status(pod).last_state.terminated
     assert (last.reason, last.exit_code) == ("OOMKilled", 137)
 
 
-def test_image_pull_errors_alternate_and_the_pod_stays_pending(kube_api_client, kube_namespace,
-                                                                behaviours):
-    behaviours.set("pull", match={"image": "ghost/*"},
-                   behaviour={"type": "pull_error", "err_for": 0.3, "backoff": 0.3})
+def test_image_pull_errors_alternate_and_the_pod_stays_pending(kube_api_client, kube_namespace, behaviours):
+    behaviours.set("pull", match={"image": "ghost/*"}, behaviour={"type": "pull_error", "err_for": 0.3, "backoff": 0.3})
     create_pod(kube_api_client, kube_namespace, pod_body("ghost", "ghost/app:v9"))
 
-    pod = wait_pod(kube_api_client, kube_namespace, "ghost",
-                   lambda p: waiting_reason(p) == "ErrImagePull")
-    assert "failed to pull and unpack image \"docker.io/ghost/app:v9\"" in \
-        container_status(pod).state.waiting.message
-    pod = wait_pod(kube_api_client, kube_namespace, "ghost",
-                   lambda p: waiting_reason(p) == "ImagePullBackOff")
+    pod = wait_pod(kube_api_client, kube_namespace, "ghost", lambda p: waiting_reason(p) == "ErrImagePull")
+    assert 'failed to pull and unpack image "docker.io/ghost/app:v9"' in container_status(pod).state.waiting.message
+    pod = wait_pod(kube_api_client, kube_namespace, "ghost", lambda p: waiting_reason(p) == "ImagePullBackOff")
     assert container_status(pod).state.waiting.message == 'Back-off pulling image "ghost/app:v9"'
     assert pod.status.phase == "Pending"
-    wait_pod(kube_api_client, kube_namespace, "ghost",
-             lambda p: waiting_reason(p) == "ErrImagePull")
+    wait_pod(kube_api_client, kube_namespace, "ghost", lambda p: waiting_reason(p) == "ErrImagePull")
     assert read_pod(kube_api_client, kube_namespace, "ghost").status.phase == "Pending"
 
 
@@ -84,58 +77,47 @@ def test_an_invalid_image_name_is_reported(kube_api_client, kube_namespace, beha
     behaviours.set("bad", match={"image": "Bad*"}, behaviour="invalid_image")
     create_pod(kube_api_client, kube_namespace, pod_body("bad", "BadName"))
 
-    pod = wait_pod(kube_api_client, kube_namespace, "bad",
-                   lambda p: waiting_reason(p) == "InvalidImageName")
+    pod = wait_pod(kube_api_client, kube_namespace, "bad", lambda p: waiting_reason(p) == "InvalidImageName")
     assert pod.status.phase == "Pending"
 
 
-def test_a_missing_secret_key_is_a_create_container_config_error(kube_api_client,
-                                                                  kube_namespace):
+def test_a_missing_secret_key_is_a_create_container_config_error(kube_api_client, kube_namespace):
     core = client.CoreV1Api(kube_api_client)
-    core.create_namespaced_secret(kube_namespace, {"metadata": {"name": "db"},
-                                                   "stringData": {"url": "postgres://x"}},
-                                  _request_timeout=TIMEOUT)
+    core.create_namespaced_secret(
+        kube_namespace, {"metadata": {"name": "db"}, "stringData": {"url": "postgres://x"}}, _request_timeout=TIMEOUT
+    )
     body = pod_body("cfg")
     body["spec"]["containers"][0]["env"] = [
-        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]
+        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}
+    ]
     create_pod(kube_api_client, kube_namespace, body)
 
-    pod = wait_pod(kube_api_client, kube_namespace, "cfg",
-                   lambda p: waiting_reason(p) == "CreateContainerConfigError")
-    assert container_status(pod).state.waiting.message == \
-        f"couldn't find key password in Secret {kube_namespace}/db"
+    pod = wait_pod(kube_api_client, kube_namespace, "cfg", lambda p: waiting_reason(p) == "CreateContainerConfigError")
+    assert container_status(pod).state.waiting.message == f"couldn't find key password in Secret {kube_namespace}/db"
 
-    core.patch_namespaced_secret("db", kube_namespace, {"stringData": {"password": "s3cret"}},
-                                 _request_timeout=TIMEOUT)
+    core.patch_namespaced_secret("db", kube_namespace, {"stringData": {"password": "s3cret"}}, _request_timeout=TIMEOUT)
     wait_pod(kube_api_client, kube_namespace, "cfg", lambda p: p.status.phase == "Running")
 
 
 def test_config_create_and_run_errors_can_be_forced(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("cfg", match={"image": "cfg:*"},
-                   behaviour={"type": "config_error", "message": 'secret "x" not found'})
+    behaviours.set("cfg", match={"image": "cfg:*"}, behaviour={"type": "config_error", "message": 'secret "x" not found'})
     behaviours.set("create", match={"image": "create:*"}, behaviour="create_error")
-    behaviours.set("run", match={"image": "run:*"}, behaviour={"type": "run_error",
-                                                                "backoff": 0.2})
+    behaviours.set("run", match={"image": "run:*"}, behaviour={"type": "run_error", "backoff": 0.2})
     for name in ("cfg", "create", "run"):
         create_pod(kube_api_client, kube_namespace, pod_body(name, f"{name}:1"))
 
-    cfg = wait_pod(kube_api_client, kube_namespace, "cfg",
-                   lambda p: waiting_reason(p) == "CreateContainerConfigError")
+    cfg = wait_pod(kube_api_client, kube_namespace, "cfg", lambda p: waiting_reason(p) == "CreateContainerConfigError")
     assert container_status(cfg).state.waiting.message == 'secret "x" not found'
-    wait_pod(kube_api_client, kube_namespace, "create",
-             lambda p: waiting_reason(p) == "CreateContainerError")
-    run = wait_pod(kube_api_client, kube_namespace, "run",
-                   lambda p: waiting_reason(p) == "RunContainerError")
+    wait_pod(kube_api_client, kube_namespace, "create", lambda p: waiting_reason(p) == "CreateContainerError")
+    run = wait_pod(kube_api_client, kube_namespace, "run", lambda p: waiting_reason(p) == "RunContainerError")
     assert container_status(run).last_state.terminated.reason == "StartError"
 
 
 def test_never_ready_runs_without_becoming_ready(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("nr", match={"image": "app:*"}, behaviour={"type": "never_ready",
-                                                              "start_delay": 0})
+    behaviours.set("nr", match={"image": "app:*"}, behaviour={"type": "never_ready", "start_delay": 0})
     create_pod(kube_api_client, kube_namespace, pod_body("stuck"))
 
-    pod = wait_pod(kube_api_client, kube_namespace, "stuck",
-                   lambda p: p.status.phase == "Running")
+    pod = wait_pod(kube_api_client, kube_namespace, "stuck", lambda p: p.status.phase == "Running")
 
     assert container_status(pod).ready is False
     assert condition(pod, "ContainersReady").reason == "ContainersNotReady"
@@ -143,8 +125,7 @@ def test_never_ready_runs_without_becoming_ready(kube_api_client, kube_namespace
 
 
 def test_slow_start_becomes_ready_late(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("slow", match={"image": "app:*"}, behaviour={"type": "slow_start",
-                                                                "ready_after": 1.0})
+    behaviours.set("slow", match={"image": "app:*"}, behaviour={"type": "slow_start", "ready_after": 1.0})
     create_pod(kube_api_client, kube_namespace, pod_body("slow"))
 
     pod = wait_pod(kube_api_client, kube_namespace, "slow", lambda p: p.status.phase == "Running")
@@ -152,33 +133,35 @@ def test_slow_start_becomes_ready_late(kube_api_client, kube_namespace, behaviou
     wait_pod(kube_api_client, kube_namespace, "slow", lambda p: container_status(p).ready)
 
 
-def test_flap_is_healthy_then_crash_loops_then_recovers(kube_api_client, kube_namespace,
-                                                         behaviours):
-    behaviours.set("flap", match={"image": "app:*"},
-                   behaviour={"type": "flap", "healthy_for": 1.0, "crash_for": 1.5, "after": 0.1,
-                              "backoff": 0.2, "start_delay": 0})
+def test_flap_is_healthy_then_crash_loops_then_recovers(kube_api_client, kube_namespace, behaviours):
+    behaviours.set(
+        "flap",
+        match={"image": "app:*"},
+        behaviour={"type": "flap", "healthy_for": 1.0, "crash_for": 1.5, "after": 0.1, "backoff": 0.2, "start_delay": 0},
+    )
     create_pod(kube_api_client, kube_namespace, pod_body("flappy"))
 
-    wait_pod(kube_api_client, kube_namespace, "flappy",
-             lambda p: container_status(p) and container_status(p).ready)
-    wait_pod(kube_api_client, kube_namespace, "flappy",
-             lambda p: waiting_reason(p) == "CrashLoopBackOff")
-    pod = wait_pod(kube_api_client, kube_namespace, "flappy",
-                   lambda p: container_status(p).ready and container_status(p).restart_count >= 2,
-                   timeout=20)
+    wait_pod(kube_api_client, kube_namespace, "flappy", lambda p: container_status(p) and container_status(p).ready)
+    wait_pod(kube_api_client, kube_namespace, "flappy", lambda p: waiting_reason(p) == "CrashLoopBackOff")
+    pod = wait_pod(
+        kube_api_client,
+        kube_namespace,
+        "flappy",
+        lambda p: container_status(p).ready and container_status(p).restart_count >= 2,
+        timeout=20,
+    )
     assert condition(pod, "Ready").status == "True"
 
 
-def test_exit_writes_a_termination_message_with_a_digest(kube_api_client, kube_namespace,
-                                                          behaviours):
-    behaviours.set("build", match={"env": {"APP": "shop"}},
-                   behaviour={"type": "exit", "duration": 0.1,
-                              "message": "pushed {env:APP}@{digest}", "log_lines": ["step 1/2"]})
-    create_pod(kube_api_client, kube_namespace,
-               pod_body("build", "builder:1", restart="Never", env={"APP": "shop"}))
+def test_exit_writes_a_termination_message_with_a_digest(kube_api_client, kube_namespace, behaviours):
+    behaviours.set(
+        "build",
+        match={"env": {"APP": "shop"}},
+        behaviour={"type": "exit", "duration": 0.1, "message": "pushed {env:APP}@{digest}", "log_lines": ["step 1/2"]},
+    )
+    create_pod(kube_api_client, kube_namespace, pod_body("build", "builder:1", restart="Never", env={"APP": "shop"}))
 
-    pod = wait_pod(kube_api_client, kube_namespace, "build",
-                   lambda p: p.status.phase == "Succeeded")
+    pod = wait_pod(kube_api_client, kube_namespace, "build", lambda p: p.status.phase == "Succeeded")
 
     term = container_status(pod).state.terminated
     assert term.exit_code == 0 and term.reason == "Completed"
@@ -187,8 +170,7 @@ def test_exit_writes_a_termination_message_with_a_digest(kube_api_client, kube_n
 
 
 def test_a_live_rule_change_applies_to_running_pods(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("live", match={"image": "app:*"}, behaviour={"type": "never_ready",
-                                                                "start_delay": 0})
+    behaviours.set("live", match={"image": "app:*"}, behaviour={"type": "never_ready", "start_delay": 0})
     create_pod(kube_api_client, kube_namespace, pod_body("live"))
     wait_pod(kube_api_client, kube_namespace, "live", lambda p: p.status.phase == "Running")
 
@@ -197,24 +179,23 @@ def test_a_live_rule_change_applies_to_running_pods(kube_api_client, kube_namesp
     wait_pod(kube_api_client, kube_namespace, "live", lambda p: container_status(p).ready)
 
 
-def test_init_containers_run_in_order_before_the_main_ones(kube_api_client, kube_namespace,
-                                                            behaviours):
-    behaviours.set("init", match={"init": True}, behaviour={"type": "exit", "duration": 0.2,
-                                                            "start_delay": 0})
+def test_init_containers_run_in_order_before_the_main_ones(kube_api_client, kube_namespace, behaviours):
+    behaviours.set("init", match={"init": True}, behaviour={"type": "exit", "duration": 0.2, "start_delay": 0})
     body = pod_body("inits")
-    body["spec"]["initContainers"] = [{"name": "one", "image": "init:1"},
-                                      {"name": "two", "image": "init:1"}]
+    body["spec"]["initContainers"] = [{"name": "one", "image": "init:1"}, {"name": "two", "image": "init:1"}]
     create_pod(kube_api_client, kube_namespace, body)
 
-    pod = wait_pod(kube_api_client, kube_namespace, "inits",
-                   lambda p: container_status(p, "one", init=True)
-                   and container_status(p, "one", init=True).state.running)
+    pod = wait_pod(
+        kube_api_client,
+        kube_namespace,
+        "inits",
+        lambda p: container_status(p, "one", init=True) and container_status(p, "one", init=True).state.running,
+    )
     assert container_status(pod, "two", init=True).state.waiting.reason == "PodInitializing"
     assert waiting_reason(pod) == "PodInitializing"
     assert condition(pod, "Initialized").status == "False"
 
-    pod = wait_pod(kube_api_client, kube_namespace, "inits",
-                   lambda p: p.status.phase == "Running" and container_status(p).ready)
+    pod = wait_pod(kube_api_client, kube_namespace, "inits", lambda p: p.status.phase == "Running" and container_status(p).ready)
     one = container_status(pod, "one", init=True).state.terminated
     two = container_status(pod, "two", init=True).state.terminated
     assert one.reason == two.reason == "Completed"
@@ -226,8 +207,7 @@ def test_pods_get_unique_ips_and_the_node_address(kube_api_client, kube_namespac
     for name in ("a", "b"):
         create_pod(kube_api_client, kube_namespace, pod_body(name))
 
-    pods = [wait_pod(kube_api_client, kube_namespace, n, lambda p: p.status.pod_ip)
-            for n in ("a", "b")]
+    pods = [wait_pod(kube_api_client, kube_namespace, n, lambda p: p.status.pod_ip) for n in ("a", "b")]
 
     assert pods[0].status.pod_ip != pods[1].status.pod_ip
     assert all(p.status.pod_ip.startswith("10.244.") for p in pods)
@@ -242,8 +222,7 @@ def test_the_kubelet_finishes_a_graceful_pod_deletion(kube_api_client, kube_name
     core.delete_namespaced_pod("doomed", kube_namespace, _request_timeout=TIMEOUT)
 
     def gone() -> bool:
-        names = [p.metadata.name for p in core.list_namespaced_pod(
-            kube_namespace, _request_timeout=TIMEOUT).items]
+        names = [p.metadata.name for p in core.list_namespaced_pod(kube_namespace, _request_timeout=TIMEOUT).items]
         return "doomed" not in names
 
     wait_for(gone, timeout=10, message="the kubelet to finish the graceful deletion")
