@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> None:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s %(message)s"
     )
     kube = Kube.from_kubeconfig(args.kubeconfig)
-    nodes = ["kubesim-node"] if args.nodes == 1 else [f"kubesim-node-{i}" for i in range(1, args.nodes + 1)]
+    nodes = [f"kubesim-node-{i}" for i in range(1, args.nodes + 1)]
     kubelet = Kubelet(kube, nodes, args.port, Path(args.state_dir), args.cert, args.key)
 
     def on_term(signum: int, frame: Any) -> None:
