@@ -14,7 +14,7 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, JsonResponse
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
 from apps.core.crypto import DecryptionError
@@ -45,11 +45,7 @@ def error_response(status: int, code: str, message: str, field: str | None = Non
 
 def deployment_url(deployment: Deployment) -> str:
     """Return the absolute URL of the deployment's page."""
-    try:
-        path = reverse("deployment-detail", kwargs={"name": deployment.app.name, "number": deployment.number})
-    except NoReverseMatch:
-        path = f"/apps/{deployment.app.name}/deployments/{deployment.number}/"
-    return settings.PUBLIC_URL + path
+    return settings.PUBLIC_URL + reverse("deployment-detail", kwargs={"name": deployment.app.name, "number": deployment.number})
 
 
 @csrf_exempt
