@@ -101,3 +101,85 @@ def test_a_failing_build_step_is_named_in_the_error(shop_git, alice, behaviours,
     assert deployment.status == "failed"
     assert deployment.error.startswith("build failed"), deployment.error
     assert "npm ci" in deployment.error
+
+
+SLOW_BUILD = {"type": "exit", "duration": 300, "log_lines": ["#1 [internal] load build definition"]}
+
+
+def job_of(app, number: int) -> dict | None:
+    from apps.deployments import pipeline
+
+    return pipeline.cluster().get("Job", f"{app.name}-build-{number}", app.namespace)
+
+
+def building(deployment):
+    wait_until(
+        lambda: type(deployment).objects.get(pk=deployment.pk).status == "building", timeout=30, message=f"{deployment} to build"
+    )
+    deployment.refresh_from_db()
+    return deployment
+
+
+def test_a_build_past_its_deadline_fails_with_that_reason(shop_git, behaviours, repo_server):
+    repo, _ = repo_server
+    build_behaviours(behaviours, shop_git, build=SLOW_BUILD)
+    deployment = settled(services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main"))), timeout=90)
+    assert (deployment.status, deployment.error) == ("failed", "build timed out after 25 s")
+
+
+def test_a_build_job_deleted_from_outside_fails_the_deployment(shop_git, behaviours, repo_server):
+    from apps.deployments import pipeline
+
+    repo, _ = repo_server
+    build_behaviours(behaviours, shop_git, build=SLOW_BUILD)
+    deployment = building(services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main"))))
+    assert pipeline.cluster().delete("Job", f"{shop_git.name}-build-{deployment.number}", shop_git.namespace)
+    deployment = settled(deployment)
+    assert (deployment.status, deployment.error) == ("failed", "build failed: the build Job was deleted from outside Slipway")
+
+
+def test_a_newer_push_supersedes_a_running_build_and_deletes_its_job(shop_git, behaviours, repo_server, alice):
+    repo, _ = repo_server
+    build_behaviours(behaviours, shop_git, build=SLOW_BUILD)
+    first = building(services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main"))))
+    second = services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main")))
+    first.refresh_from_db()
+    assert (first.status, first.stopped_reason) == ("stopped", f"superseded by #{second.number}")
+    wait_until(lambda: job_of(shop_git, first.number) is None, timeout=30, message="the superseded build Job to be deleted")
+    assert services.deployment_cancel(deployment=building(second), actor=alice)
+    second.refresh_from_db()
+    assert (second.status, second.stopped_reason) == ("stopped", "cancelled by alice")
+    wait_until(lambda: job_of(shop_git, second.number) is None, timeout=30, message="the cancelled build Job to be deleted")
+
+
+def test_a_deployment_created_while_the_worker_is_down_runs_when_it_is_back(shop_git, behaviours, repo_server, slipway_stack):
+    repo, _ = repo_server
+    build_behaviours(behaviours, shop_git)
+    slipway_stack.processes["worker"].kill()
+    deployment = services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main")))
+    deployment.refresh_from_db()
+    assert deployment.status == "pending"
+    slipway_stack.restart("worker")
+    assert settled(deployment, timeout=90).status == "live"
+
+
+def test_a_job_refused_by_a_quota_fails_with_the_api_servers_message(shop_git, behaviours, repo_server):
+    from apps.deployments import pipeline
+
+    repo, _ = repo_server
+    kube = pipeline.cluster()
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": shop_git.namespace}})
+    kube._request(
+        "POST",
+        f"/api/v1/namespaces/{shop_git.namespace}/resourcequotas",
+        body={
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "no-jobs"},
+            "spec": {"hard": {"count/jobs.batch": "0"}},
+        },
+    )
+    deployment = settled(services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main"))))
+    assert deployment.status == "failed"
+    assert deployment.error.startswith("the cluster refused the build Job: apply Job"), deployment.error
+    assert "exceeded quota: no-jobs" in deployment.error
