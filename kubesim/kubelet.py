@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from kubesim import behaviours as bh
+from kubesim.events import EventRecorder
 from kubesim.kubeapi import Kube, KubeError
 from kubesim.runtime import PodWorker, iso, iso_nano
 
@@ -55,6 +56,7 @@ class Kubelet:
         self._ip_next = 0
         self.stopping = threading.Event()
         self.server: ThreadingHTTPServer | None = None
+        self.events = EventRecorder(kube)
 
     # ----- shared state ----------------------------------------------------------------------
     def rules(self) -> list[bh.Rule]:

@@ -54,9 +54,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.cluster)
 
 
+def _reap_orphans() -> None:
+    """Stop instances left by test runs that were killed before their teardown."""
+    root = state_root()
+    if not root.is_dir():
+        return
+    for folder in root.glob("pytest-*"):
+        try:
+            pid = int(folder.name.removeprefix("pytest-"))
+        except ValueError:
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # that test run is still going
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        Cluster(folder.name).stop(force=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _acquire() -> Cluster:
     with _lock:
         if _shared["cluster"] is None:
+            _reap_orphans()
             reuse = os.environ.get("KUBESIM_REUSE")
             cluster = Cluster(reuse) if reuse else Cluster(f"pytest-{os.getpid()}")
             try:

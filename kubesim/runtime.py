@@ -338,6 +338,8 @@ class ContainerSim:
             )
             self.mode = "pull_backoff"
             self._wait("ImagePullBackOff", f'Back-off pulling image "{self.image}"')
+            self._event("BackOff", f'Back-off pulling image "{self.image}"')
+            self._event("Failed", "Error: ImagePullBackOff", warning=True)
             self.next_at = now + delay * self.scale
         elif self.mode == "start_err":
             self._schedule_restart(now)
@@ -349,6 +351,7 @@ class ContainerSim:
         except ConfigError as exc:
             self.mode = "waiting_err"
             self._wait("CreateContainerConfigError", str(exc))
+            self._event("Failed", f"Error: {exc}", warning=True)
             self.next_at = now + 2.0 * self.scale
             return
         except KubeError as exc:
@@ -366,6 +369,9 @@ class ContainerSim:
             )
             self.mode = "pull_err"
             self._wait("ErrImagePull", msg)
+            self._event("Pulling", f'Pulling image "{image}"')
+            self._event("Failed", f'Failed to pull image "{image}": {msg}', warning=True)
+            self._event("Failed", "Error: ErrImagePull", warning=True)
             self.next_at = now + float(b["err_for"]) * self.scale
             return
         if b.type == "invalid_image":
@@ -375,6 +381,8 @@ class ContainerSim:
             )
             self.mode = "waiting_err"
             self._wait("InvalidImageName", msg)
+            self._event("InspectFailed", msg, warning=True)
+            self._event("Failed", "Error: InvalidImageName", warning=True)
             self.next_at = now + 10.0 * self.scale
             return
         if b.type in ("config_error", "create_error"):
@@ -384,6 +392,7 @@ class ContainerSim:
                 reason, default = "CreateContainerError", ("failed to reserve container name: name is reserved")
             self.mode = "waiting_err"
             self._wait(reason, b["message"] or default)
+            self._event("Failed", f"Error: {b['message'] or default}", warning=True)
             self.next_at = now + float(b["retry"]) * self.scale
             return
         if b.type == "run_error":
@@ -409,6 +418,7 @@ class ContainerSim:
             }
             self.mode = "start_err"
             self._wait("RunContainerError", msg)
+            self._event("Failed", f"Error: {msg}", warning=True)
             self.next_at = now + 1.0 * self.scale
             return
         if b.type == "host_run":
@@ -421,6 +431,9 @@ class ContainerSim:
                 self.next_at = now + 1.0 * self.scale
                 return
         self._start_run(now)
+
+    def _event(self, reason: str, message: str, *, warning: bool = False) -> None:
+        self.w.event(reason, message, container=self.name, init=self.init, warning=warning)
 
     def _config_error_message(self) -> str:
         for item in self.spec.get("env") or []:
@@ -445,6 +458,10 @@ class ContainerSim:
             self.first_started = now
         self.mode = "running"
         self.state = {"running": {"startedAt": iso(self.run_started_wall)}}
+        if self.restart_count == 0:
+            self._event("Pulled", f'Container image "{self.image}" already present on machine')
+        self._event("Created", f"Created container {self.name}")
+        self._event("Started", f"Started container {self.name}")
         self.started = True
         self.ready = False
         self._plan_run(now, fresh=True)
@@ -587,6 +604,7 @@ class ContainerSim:
         self.backoff_count += 1
         self.mode = "restart"
         meta = self.w.pod["metadata"]
+        self._event("BackOff", "Back-off restarting failed container", warning=True)
         self._wait(
             "CrashLoopBackOff",
             f"back-off {go_duration(delay)} restarting failed container={self.name} "
@@ -657,6 +675,13 @@ class PodWorker:
     # ----- outside events --------------------------------------------------------------------
     def start(self) -> None:
         self.thread.start()
+
+    def event(self, reason: str, message: str, *, container: str = "", init: bool = False, warning: bool = False) -> None:
+        """Record a kubelet event about this pod (sent in the background)."""
+        recorder = getattr(self.kubelet, "events", None)
+        if recorder is not None:
+            field = f"spec.{'initContainers' if init else 'containers'}{{{container}}}" if container else ""
+            recorder.record(self.pod, reason, message, field_path=field, warning=warning)
 
     def kick(self) -> None:
         self._event.set()
@@ -867,6 +892,8 @@ class PodWorker:
     def _finish_deletion(self) -> None:
         """Stop the containers and remove the pod for good, as the kubelet does after a delete."""
         for c in self.inits + self.mains:
+            if c.mode == "running":
+                c._event("Killing", f"Stopping container {c.name}")
             c.stop()
         for _ in range(20):
             try:

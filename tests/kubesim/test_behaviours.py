@@ -226,3 +226,20 @@ def test_the_kubelet_finishes_a_graceful_pod_deletion(kube_api_client, kube_name
         return "doomed" not in names
 
     wait_for(gone, timeout=10, message="the kubelet to finish the graceful deletion")
+
+
+def test_the_kubelet_records_events_a_person_would_read(kube_api_client, kube_namespace, behaviours):
+    behaviours.set("crash", match={"image": "app:*"}, behaviour={"type": "crash", "after": 0.1, "backoff": 0.2})
+    create_pod(kube_api_client, kube_namespace, pod_body("noisy"))
+    core = client.CoreV1Api(kube_api_client)
+
+    def reasons() -> set[str]:
+        events = core.list_namespaced_event(kube_namespace, _request_timeout=TIMEOUT).items
+        return {e.reason for e in events if e.involved_object.name == "noisy"}
+
+    seen = wait_for(
+        lambda: reasons() >= {"Scheduled", "Created", "Started", "BackOff"} and reasons(),
+        timeout=20,
+        message="Scheduled, Created, Started and BackOff events",
+    )
+    assert "Pulled" in seen
