@@ -128,29 +128,33 @@ def _file_lock(path: Path, timeout: float = 1800.0) -> Iterator[None]:
 def _run(
     cmd: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, log: Path | None = None, timeout: float = 3600
 ) -> str:
-    """Run a command and return its output, raising BuildError with its tail on failure."""
-    try:
-        proc = subprocess.run(
-            cmd,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BuildError(f"{' '.join(cmd)} timed out after {timeout:.0f}s") from exc
-    except FileNotFoundError as exc:
-        raise BuildError(f"{cmd[0]} is not installed") from exc
-    if log is not None:
-        with open(log, "a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}\n")
+    """Run a command, appending its output to the log as it comes; raise BuildError with its tail on failure."""
+    with tempfile.TemporaryFile(mode="w+") as out:
+        if log is not None:
+            with open(log, "a") as fh:
+                fh.write(f"$ {' '.join(cmd)}\n")
+        # Stream into the log file itself, so `tail -f build.log` shows a long build progressing.
+        sink = open(log, "a") if log is not None else out  # noqa: SIM115 - closed below
+        try:
+            proc = subprocess.run(
+                cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BuildError(f"{' '.join(cmd)} timed out after {timeout:.0f}s") from exc
+        except FileNotFoundError as exc:
+            raise BuildError(f"{cmd[0]} is not installed") from exc
+        finally:
+            if sink is not out:
+                sink.close()
+        if log is not None:
+            lines = log.read_text(errors="replace").splitlines()
+        else:
+            out.seek(0)
+            lines = out.read().splitlines()
     if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
+        tail = "\n".join(lines[-30:])
         raise BuildError(f"{' '.join(cmd)} failed with exit code {proc.returncode}:\n{tail}")
-    return proc.stdout
+    return "\n".join(lines)
 
 
 def _apt_env() -> dict[str, str]:
@@ -227,7 +231,7 @@ def ensure_prerequisites(*, log: Path | None = None) -> None:
     missing = _missing_packages()
     if missing:
         print(f"kubesim: apt-get install {' '.join(missing)}", file=sys.stderr)
-        _run(["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing], env=_apt_env(), log=log, timeout=1200)
+        _run(["apt-get", "install", "-y", "-q", *missing], env=_apt_env(), log=log, timeout=1200)
 
 
 def _apply_reflect2_fix(tree: Path) -> None:
