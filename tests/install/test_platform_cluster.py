@@ -9,7 +9,10 @@ validates them.
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,6 +21,7 @@ from kubernetes import client
 from builder import kube
 from kubesim.wait import wait_for
 from tests.install.conftest import PLATFORM, kubectl, render
+from tests.install.test_install_guide import _block
 
 pytestmark = pytest.mark.cluster
 
@@ -38,15 +42,55 @@ def _kubectl(cluster, *args: str, stdin: str | None = None, check: bool = True) 
     return proc
 
 
+def _namespace_gone(cluster) -> None:
+    """Wait until namespace `slipway` (of an earlier test or run) is gone."""
+    wait_for(
+        lambda: _kubectl(cluster, "get", "namespace", NAMESPACE, check=False).returncode != 0,
+        timeout=120,
+        message=f"namespace {NAMESPACE} of an earlier test to be gone",
+    )
+
+
+def test_the_guides_least_privilege_kubeconfig_may_do_what_slipway_needs_and_no_more(kube_cluster, tmp_path):
+    _namespace_gone(kube_cluster)
+    # As written, run from the repository, writing ./kubeconfig; `sudo` is not needed as root.
+    script = _block("sa-kubeconfig").replace("sudo ", "").replace("platform/base/rbac.yaml", str(PLATFORM / "base" / "rbac.yaml"))
+    env = {**os.environ, "KUBECONFIG": str(kube_cluster.kubeconfig), "PATH": f"{Path(kubectl()).parent}:{os.environ['PATH']}"}
+    try:
+        proc = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        made = tmp_path / "kubeconfig"
+        assert stat.S_IMODE(made.stat().st_mode) == 0o640 and made.stat().st_gid == 10001
+        assert not (tmp_path / "ca.crt").exists()
+
+        cluster = kube.Cluster(kube.load_api_client(kubeconfig=str(made)))
+        cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "slipway-guide"}})
+        assert cluster.list("Pod", "slipway-guide")["items"] == []
+        assert cluster.lease_acquire(
+            namespace=NAMESPACE, name="guide", identity="a", duration=15, now="2025-01-01T00:00:00.000000Z", expired=True
+        )
+        with pytest.raises(kube.ClusterError) as refused:
+            cluster.list("ConfigMap", "slipway-guide")
+        assert refused.value.status == 403
+        with pytest.raises(kube.ClusterError) as refused:
+            cluster.lease_acquire(
+                namespace="kube-system", name="guide", identity="a", duration=15, now="2025-01-01T00:00:00.000000Z", expired=True
+            )
+        assert refused.value.status == 403
+    finally:
+        _kubectl(
+            kube_cluster, "delete", "namespace", "slipway-guide", NAMESPACE, "--wait=false", "--ignore-not-found", check=False
+        )
+        _kubectl(kube_cluster, "delete", "clusterrolebinding,clusterrole", "slipway", "--ignore-not-found", check=False)
+
+
 @pytest.fixture(scope="module")
 def trial(kube_cluster):
     """Install the trial overlay as the guide does; remove it afterwards."""
-    # A reused cluster may still be deleting the namespace of an earlier run.
-    wait_for(
-        lambda: _kubectl(kube_cluster, "get", "namespace", NAMESPACE, check=False).returncode != 0,
-        timeout=120,
-        message=f"namespace {NAMESPACE} of an earlier run to be gone",
-    )
+    # A reused cluster, or the test above, may still be deleting the namespace.
+    _namespace_gone(kube_cluster)
     _kubectl(kube_cluster, "create", "namespace", NAMESPACE, "--save-config")
     password = "0123456789abcdef0123456789abcdef"
     _kubectl(
