@@ -7,6 +7,7 @@ Run as its own process by `python -m kubesim up` (or Cluster.start()):
 from __future__ import annotations
 
 import argparse
+import calendar
 import json
 import logging
 import signal
@@ -401,7 +402,7 @@ class LogHandler(BaseHTTPRequestHandler):
         if "sinceSeconds" in q:
             since = time.time() - float(q["sinceSeconds"])
         elif "sinceTime" in q:
-            since = time.mktime(time.strptime(q["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S")) - (time.timezone)
+            since = calendar.timegm(time.strptime(q["sinceTime"][:19], "%Y-%m-%dT%H:%M:%S"))
         limit = int(q["limitBytes"]) if "limitBytes" in q else None
         lines, seq = buf.snapshot()
         if since is not None:

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from kubesim.testing import TIMEOUT, condition, create_pod, wait_pod
 from kubesim.wait import wait_for
@@ -166,3 +167,13 @@ def test_pod_logs_stream_with_follow(kube_api_client, kube_namespace, behaviours
     stamps, texts = zip(*(line.split(" ", 1) for line in tail.splitlines()), strict=True)
     assert len(texts) == 2 and all(t.startswith("tick") for t in texts)
     assert all(s.endswith("Z") and len(s) == len("2024-01-01T00:00:00.000000000Z") for s in stamps)
+    with pytest.raises(ApiException) as no_previous:
+        core.read_namespaced_pod_log("talker", kube_namespace, previous=True, _request_timeout=TIMEOUT)
+    assert no_previous.value.status == 400
+
+    def ticks() -> int:
+        return core.read_namespaced_pod_log("talker", kube_namespace, _request_timeout=TIMEOUT).count("tick")
+
+    wait_for(lambda: ticks() >= 40, timeout=15, message="2 s of ticks")  # "hello" is now > 1 s old
+    recent = core.read_namespaced_pod_log("talker", kube_namespace, since_seconds=1, _request_timeout=TIMEOUT)
+    assert "hello" not in recent and "tick" in recent
