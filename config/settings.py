@@ -141,6 +141,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("SLIPWAY_TASK_TIME_LIMIT", 600, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+# Retries of a pipeline step that met a temporary error (back-off 2 s doubling to 60 s).
+TASK_MAX_RETRIES = env_int("SLIPWAY_TASK_MAX_RETRIES", 6)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {"task": "deployments.reconcile", "schedule": float(env_int("SLIPWAY_RECONCILE_SECONDS", 30, minimum=1))},

@@ -131,6 +131,13 @@ def run(deployment_id: int) -> None:
         start_image_deploy(deployment)
 
 
+def give_up(deployment_id: int, message: str) -> None:
+    """Fail a deployment whose step kept meeting temporary errors."""
+    deployment = Deployment.objects.select_related("app").get(pk=deployment_id)
+    if deployment.status in (Status.PENDING, Status.BUILDING, Status.DEPLOYING):
+        _fail(deployment, message, expect={deployment.status})
+
+
 def _fail(deployment: Deployment, message: str, *, expect: set[str]) -> None:
     logs.append(deployment, LogLine.Step.SYSTEM, f"Failed: {message}")
     transition(deployment, to=Status.FAILED, error=message, expect=expect)

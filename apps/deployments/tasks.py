@@ -7,19 +7,34 @@ idempotent (server-side apply, delete-if-present).
 
 from __future__ import annotations
 
-from celery import shared_task
+from typing import Any
+
+from celery import Task, shared_task
+from django.conf import settings
 
 from apps.deployments.pipeline_errors import TemporaryError
 
-# A temporary error (cluster or registry unreachable) is retried with back-off; after
-# that the reconciler re-drives whatever is still stuck.
+
+class DeploymentTask(Task):  # type: ignore[misc]
+    """A pipeline task for one deployment: when retries run out, the deployment fails with the last error."""
+
+    def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        if isinstance(exc, TemporaryError) and args:
+            from apps.deployments import pipeline
+
+            pipeline.give_up(int(args[0]), f"{exc} (gave up after {self.max_retries + 1} attempts)")
+
+
+# A temporary error (cluster or registry unreachable) is retried with back-off; when the
+# retries run out the deployment fails with that error, so nobody waits on a dead end.
 TASK_OPTIONS = {
+    "base": DeploymentTask,
     "acks_late": True,
     "ignore_result": True,
     "autoretry_for": (TemporaryError,),
     "retry_backoff": 2,
     "retry_backoff_max": 60,
-    "max_retries": 6,
+    "max_retries": settings.TASK_MAX_RETRIES,
 }
 
 
@@ -39,7 +54,7 @@ def apply_deployment(deployment_id: int, redeploy: bool = False) -> None:
     pipeline.apply(deployment_id, redeploy=redeploy)
 
 
-@shared_task(name="deployments.cleanup", **TASK_OPTIONS)
+@shared_task(name="deployments.cleanup", **{**TASK_OPTIONS, "base": Task})
 def cleanup_deployment(deployment_id: int) -> None:
     """Delete what a stopped or superseded deployment left in the cluster (its build Job)."""
     from apps.deployments import pipeline
@@ -47,7 +62,7 @@ def cleanup_deployment(deployment_id: int) -> None:
     pipeline.cleanup(deployment_id)
 
 
-@shared_task(name="deployments.teardown", **TASK_OPTIONS)
+@shared_task(name="deployments.teardown", **{**TASK_OPTIONS, "base": Task})
 def teardown_app(app_id: int) -> None:
     """Delete an app's workloads, Service and Ingress (Stop)."""
     from apps.deployments import pipeline
@@ -55,7 +70,7 @@ def teardown_app(app_id: int) -> None:
     pipeline.teardown(app_id)
 
 
-@shared_task(name="deployments.reconcile", **TASK_OPTIONS)
+@shared_task(name="deployments.reconcile", acks_late=True, ignore_result=True)
 def reconcile() -> None:
     """Re-drive anything stuck or lost: pending deployments, deadlines, vanished Jobs."""
     from apps.deployments import reconciler

@@ -179,6 +179,7 @@ def _stack_processes(kube_cluster, django_db_setup, django_db_blocker, tmp_path_
         "SLIPWAY_STATE_DIR": str(settings.STATE_DIR),
         "SLIPWAY_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "SLIPWAY_PROGRESS_DEADLINE_SECONDS": os.environ.get("SLIPWAY_PROGRESS_DEADLINE_SECONDS", "20"),
+        "SLIPWAY_TASK_MAX_RETRIES": "2",
         # Short enough that a test can watch a build run out of time.
         "SLIPWAY_BUILD_DEADLINE_SECONDS": os.environ.get("SLIPWAY_BUILD_DEADLINE_SECONDS", "25"),
         "PYTHONUNBUFFERED": "1",
