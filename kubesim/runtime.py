@@ -483,6 +483,8 @@ class ContainerSim:
             # Init containers never report ready while running; they only complete.
             self.ready_at = None
             self.ready = False
+            if b.type == "never_ready" and self.spec.get("readinessProbe"):
+                self._event("Unhealthy", "Readiness probe failed: HTTP probe failed with statuscode: 503", warning=True)
         every = float(b.get("log_every") or 0)
         self.next_log_at = now + every * s if every > 0 else None
         if fresh:
