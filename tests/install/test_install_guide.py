@@ -9,6 +9,7 @@ import yaml
 
 from tests.install.conftest import ROOT, documented_env_vars, find, kubectl, main_container, render
 from tests.install.test_compose import _compose
+from tests.install.test_dockerfile import _header_commands
 
 GUIDE = ROOT / "docs" / "install.md"
 
@@ -110,3 +111,8 @@ def test_the_guide_covers_every_step_a_reader_needs():
         "pg_restore",
     ):
         assert command in text, command
+
+
+def test_the_guides_process_table_gives_the_commands_the_image_documents():
+    rows = dict(re.findall(r"^\| (\w+)(?: \(the default\))? \| `([^`]+)` \|$", GUIDE.read_text(), re.MULTILINE))
+    assert {name: command.split() for name, command in rows.items()} == _header_commands()
