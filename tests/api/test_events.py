@@ -42,6 +42,11 @@ def deploy_to_live(app, actor) -> None:
     transition(deployment, to=Status.LIVE)
 
 
+def before_first() -> int:
+    """Return the id just before this test's first event (ids do not restart between tests on PostgreSQL)."""
+    return Event.objects.order_by("id").values_list("id", flat=True).first() - 1
+
+
 def stream_for(user, *, last_event_id=None, app=None, heartbeat=30.0):
     from apps.deployments.selectors import apps_visible_to
 
@@ -121,8 +126,10 @@ def test_a_new_client_starts_at_the_present_and_is_told_where(alice, shop):
 def test_a_client_that_reconnects_gets_every_missed_event_in_order_once(alice, shop):
     deploy_to_live(shop, alice)  # events 1-4 for this app
 
+    start = before_first()
+
     async def scenario():
-        gen = stream_for(alice, last_event_id=0)
+        gen = stream_for(alice, last_event_id=start)
         seen = ids(await read(gen, events=2))
         await gen.aclose()  # the connection drops after two events
         await sync_to_async(deploy_to_live)(shop, alice)  # five more while away (the first one is superseded)
@@ -142,8 +149,10 @@ def test_a_failed_deployment_event_carries_the_error(alice, shop):
     deployment = services.deployment_create(app=shop, trigger="push", actor=alice, commit=COMMIT)
     transition(deployment, to=Status.FAILED, error="build failed: exit 1 in step build")
 
+    start = before_first()
+
     async def scenario():
-        gen = stream_for(alice, last_event_id=0)
+        gen = stream_for(alice, last_event_id=start)
         frames = await read(gen, events=2)
         await gen.aclose()
         return frames
@@ -157,8 +166,10 @@ def test_a_failed_deployment_event_carries_the_error(alice, shop):
 def test_health_changes_are_events_too(alice, shop):
     health_store.record(app_id=shop.pk, health=Health(HealthState.UNHEALTHY, "CrashLoopBackOff"), now=timezone.now())
 
+    start = before_first()
+
     async def scenario():
-        gen = stream_for(alice, last_event_id=0)
+        gen = stream_for(alice, last_event_id=start)
         frames = await read(gen, events=1)
         await gen.aclose()
         return frames
@@ -179,8 +190,10 @@ def test_action_events_are_not_streamed(alice, shop):
     Event.objects.create(app=shop, kind=Event.Kind.ACTION, to_value="settings changed")
     deploy_to_live(shop, alice)
 
+    start = before_first()
+
     async def scenario():
-        gen = stream_for(alice, last_event_id=0)
+        gen = stream_for(alice, last_event_id=start)
         frames = await read(gen, events=4)
         await gen.aclose()
         return frames
@@ -198,7 +211,7 @@ def test_a_client_behind_the_retention_is_told_to_resync(alice, shop):
     newest = Event.objects.latest("id").pk
 
     async def scenario():
-        gen = stream_for(alice, last_event_id=first_two[0] - 1 if first_two[0] > 1 else 0)
+        gen = stream_for(alice, last_event_id=first_two[0] - 1)
         frames = await read(gen, events=1)
         await gen.aclose()
         return frames
@@ -236,8 +249,10 @@ def test_a_quiet_stream_sends_heartbeat_comments(alice, shop):
 def test_outsiders_get_none_of_an_apps_events(alice, charlie, shop):
     deploy_to_live(shop, alice)
 
+    start = before_first()
+
     async def scenario():
-        gen = stream_for(charlie, last_event_id=0, heartbeat=0.05)
+        gen = stream_for(charlie, last_event_id=start, heartbeat=0.05)
         first = await gen.__anext__()
         chunk = await asyncio.wait_for(gen.__anext__(), 5)  # nothing for charlie: a heartbeat comes next
         await gen.aclose()
