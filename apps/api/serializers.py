@@ -36,8 +36,9 @@ def parse_field_mask(raw: str | None, allowed: Iterable[str]) -> list[str] | Non
     return list(dict.fromkeys(names))
 
 
-def readable_fields(serializer_class: type[serializers.Serializer]) -> list[str]:
-    return [name for name, field in serializer_class().fields.items() if not field.write_only]
+def readable_fields(serializer_class: type[serializers.BaseSerializer]) -> list[str]:
+    serializer: Any = serializer_class()
+    return [name for name, field in serializer.fields.items() if not field.write_only]
 
 
 class FieldMaskMixin(serializers.Serializer):
@@ -83,7 +84,7 @@ class HealthSerializer(serializers.Serializer):
 class AppSerializer(FieldMaskMixin, serializers.Serializer):
     name = serializers.CharField(read_only=True)
     team = serializers.CharField(source="team.name", read_only=True)
-    source = serializers.CharField(read_only=True)
+    source = serializers.CharField(read_only=True)  # type: ignore[assignment]  # a field named like Field.source
     status = serializers.SerializerMethodField(help_text="Status of the current deployment; null before the first one.")
     error = serializers.SerializerMethodField(help_text="The current deployment's error, empty unless it failed.")
     health = serializers.SerializerMethodField()
@@ -170,7 +171,7 @@ class AppWriteSerializer(RejectUnknownMixin, serializers.Serializer):
 class AppCreateSerializer(AppWriteSerializer):
     name = serializers.CharField(max_length=100)
     team = serializers.CharField(required=False, help_text="The team that owns the app; may be left out by members of one team.")
-    source = serializers.ChoiceField(choices=App.Source.choices)
+    source = serializers.ChoiceField(choices=App.Source.choices)  # type: ignore[assignment]
     env = serializers.DictField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         required=False,
@@ -180,7 +181,7 @@ class AppCreateSerializer(AppWriteSerializer):
 
 
 class AppUpdateSerializer(AppWriteSerializer):
-    source = serializers.ChoiceField(required=False, choices=App.Source.choices)
+    source = serializers.ChoiceField(required=False, choices=App.Source.choices)  # type: ignore[assignment]
     fixed_fields = {
         "name": "An app's name cannot change: it names the app's cluster resources and its address.",
         "team": "An app's team cannot change through the API.",
@@ -192,12 +193,13 @@ class AppUpdateSerializer(AppWriteSerializer):
 
 class EnvVarSerializer(FieldMaskMixin, serializers.Serializer):
     name = serializers.CharField(read_only=True)
-    value = serializers.SerializerMethodField(help_text="null for secrets: they are write-only.")
+    # Not get_value: that name is the serializer's own input hook.
+    value = serializers.SerializerMethodField(method_name="get_shown_value", help_text="null for secrets: they are write-only.")
     secret = serializers.BooleanField(read_only=True)
     build_time = serializers.BooleanField(read_only=True)
 
     @extend_schema_field(OpenApiTypes.STR)
-    def get_value(self, var: EnvVar) -> str | None:
+    def get_shown_value(self, var: EnvVar) -> str | None:
         return None if var.secret else var.value
 
 

@@ -155,9 +155,9 @@ def action_run(*, app: App, action: Action, actor: User, deployment: Deployment 
             raise Conflict(str(e), code="invalid_target") from e
     if action == Action.CANCEL:
         target = deployment or app.current_deployment
-        if target is None or target.status not in IN_FLIGHT:
-            if deployment is None:
-                raise ActionNotAllowed(action, app_state(app))
+        if target is None or (deployment is None and target.status not in IN_FLIGHT):
+            raise ActionNotAllowed(action, app_state(app))
+        if target.status not in IN_FLIGHT:
             raise Conflict(
                 f"Deployment #{target.number} is {target.status}: only a pending, building or deploying one can be cancelled."
             )

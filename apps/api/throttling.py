@@ -45,7 +45,7 @@ class AuthFailureLimiter:
     def __init__(
         self, rate: str | None = None, *, cache: BaseCache | None = None, clock: Callable[[], float] = time.time
     ) -> None:
-        self.rate = rate or api_settings.DEFAULT_THROTTLE_RATES.get(SCOPE) or "20/min"
+        self.rate = str(rate or api_settings.DEFAULT_THROTTLE_RATES.get(SCOPE) or "20/min")
         self.attempts, self.window = parse_rate(self.rate)
         self.cache = cache or default_cache
         self.clock = clock

@@ -111,9 +111,7 @@ class ApiView(GenericAPIView):
         return parse_field_mask(self.request.query_params.get("fields"), readable_fields(cls))
 
     def get_serializer_context(self) -> dict[str, Any]:
-        context = super().get_serializer_context()
-        context["fields"] = self.field_mask()
-        return context
+        return {**super().get_serializer_context(), "fields": self.field_mask()}
 
     def show(self, serializer_class: type[serializers.Serializer], instance: Any, *, many: bool = False) -> Any:
         context = {**super().get_serializer_context(), "fields": self.field_mask(serializer_class)}
@@ -382,7 +380,7 @@ def action_view(action: Action) -> Any:
         parameters=[FIELDS_PARAM],
         responses=ACTION_RESPONSES,
     )(post)
-    view = type(f"{action.name.title().replace('_', '')}View", (AppActionView,), {"deploy_action": action, "post": post})
+    view: Any = type(f"{action.name.title().replace('_', '')}View", (AppActionView,), {"deploy_action": action, "post": post})
     return view.as_view()
 
 
