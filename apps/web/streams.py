@@ -283,6 +283,9 @@ async def app_log_chunks(
                         return
                     if item is None:
                         yield sse.comment("heartbeat")
+        except app_logs.LogsUnavailable as e:  # no retry can help
+            yield _end_frame(str(e))
+            return
         except Exception as e:  # the cluster could not be read: say so, then try again
             log.warning("app logs of %s: %s", app.name, e)
             yield sse.frame(

@@ -128,3 +128,10 @@ def test_staff_see_every_teams_apps_in_the_list(client, olivia, charlie, live_sh
     client.force_login(olivia)
     body = client.get(reverse("app-list")).content.decode()
     assert ">shop<" in body and ">globex-site<" in body
+
+
+def test_the_not_found_page_keeps_the_layout_and_says_why(client, charlie, live_shop):
+    client.force_login(charlie)
+    body = client.get(url("app-detail", ())).content.decode()
+    assert "<h1>Not found</h1>" in body and "belongs to a team you are not in" in body
+    assert ">shop<" not in body

@@ -287,3 +287,11 @@ def test_the_app_logs_view_uses_the_injected_source(as_alice, shop, alice, monke
     monkeypatch.setattr(app_logs, "source", source)
     frames = stream(as_alice, reverse("app-log-events", args=["shop"]), until=lambda fs: events_named(fs, "line"))
     assert "hello from the pod" in events_named(frames, "line")[0]["data"]
+
+
+def test_an_installation_that_cannot_follow_pods_says_so_once_and_ends(shop):
+    def source(namespace, selector, tail_lines):
+        raise app_logs.LogsUnavailable("This installation's cluster module cannot follow pod logs yet.")
+
+    frames = collect(shop, source, until=lambda fs: events_named(fs, "end"))
+    assert events_named(frames, "end")[0]["data"] == "This installation's cluster module cannot follow pod logs yet."
