@@ -214,6 +214,14 @@ class Cluster:
         kind = KINDS[obj["kind"]]
         return self._request("POST", kind.path(obj["metadata"].get("namespace")), body=obj, what=f"create {obj['kind']}")  # type: ignore[no-any-return]
 
+    def replace(self, obj: Obj) -> Obj:
+        """Write ``obj`` whole; a stale ``metadata.resourceVersion`` makes it fail with 409 (compare-and-set)."""
+        kind = KINDS[obj["kind"]]
+        meta = obj["metadata"]
+        return self._request(
+            "PUT", kind.path(meta.get("namespace"), meta["name"]), body=obj, what=f"update {obj['kind']} {meta['name']}"
+        )  # type: ignore[no-any-return]
+
     def delete(self, kind: str, name: str, namespace: str | None = None, *, grace_seconds: int | None = None) -> bool:
         """Delete an object and its dependents in the background; return False if it was already gone."""
         body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
@@ -364,7 +372,7 @@ class Cluster:
             spec["acquireTime"] = now
         lease["spec"] = {**(lease.get("spec") or {}), **spec}
         try:
-            self._request("PUT", KINDS["Lease"].path(namespace, name), body=lease, what=f"update Lease {name}")
+            self.replace(lease)
         except ClusterError as e:
             if e.status == 409:
                 return False  # someone else renewed or took it first

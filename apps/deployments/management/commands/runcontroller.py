@@ -28,6 +28,7 @@ class Command(BaseCommand):
         ctl = controller.Controller(kube)
         signal.signal(signal.SIGTERM, lambda *_: ctl.stop.set())
         signal.signal(signal.SIGINT, lambda *_: ctl.stop.set())
+        leader = None
         if settings.LEADER_ELECTION and not options["no_leader_election"]:
             elected = threading.Event()
 
@@ -35,16 +36,19 @@ class Command(BaseCommand):
                 log.error("lost the controller lease; stopping so another controller can lead")
                 ctl.stop.set()
 
-            threading.Thread(
+            leader = threading.Thread(
                 target=controller.lead,
                 kwargs={"kube": kube, "identity": ctl.identity, "stop": ctl.stop, "elected": elected, "on_lost": lost},
                 daemon=True,
                 name="lease",
-            ).start()
+            )
+            leader.start()
             self.stdout.write(f"controller {ctl.identity}: waiting to lead")
             while not elected.wait(0.5):
                 if ctl.stop.is_set():
                     return
         self.stdout.write(f"controller {ctl.identity}: leading")
         ctl.run()
+        if leader is not None:
+            leader.join(timeout=10)  # let it give the Lease up
         self.stdout.write("controller stopped")
