@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -68,16 +70,18 @@ KINDS = {
 
 # (API group, resource, verbs): what the calls below need, and all platform/ grants.
 RBAC_RULES: list[tuple[str, str, tuple[str, ...]]] = [
-    ("", "namespaces", ("get", "list", "create", "patch", "delete")),
-    ("", "secrets", ("get", "create", "patch", "delete", "deletecollection")),
-    ("", "services", ("get", "create", "patch", "delete", "deletecollection")),
-    ("", "pods", ("get", "list", "watch")),
+    # apply (server-side apply creates as well as patches), list to prune, delete
+    ("", "namespaces", ("create", "patch")),
+    ("", "secrets", ("create", "patch", "list", "delete")),
+    ("", "services", ("create", "patch", "list", "delete")),
+    ("networking.k8s.io", "ingresses", ("create", "patch", "list", "delete")),
+    ("apps", "deployments", ("create", "patch", "list", "watch", "delete")),
+    ("batch", "jobs", ("create", "patch", "list", "watch", "delete")),
+    # the controller's watch caches and the live app logs
+    ("apps", "replicasets", ("list", "watch")),
+    ("", "pods", ("list", "watch")),
     ("", "pods/log", ("get",)),
-    ("", "events", ("list",)),
-    ("apps", "deployments", ("get", "list", "watch", "create", "patch", "delete", "deletecollection")),
-    ("apps", "replicasets", ("list",)),
-    ("batch", "jobs", ("get", "list", "watch", "create", "patch", "delete")),
-    ("networking.k8s.io", "ingresses", ("get", "create", "patch", "delete", "deletecollection")),
+    # leader election
     ("coordination.k8s.io", "leases", ("get", "create", "update")),
 ]
 
@@ -235,17 +239,6 @@ class Cluster:
             raise
         return True
 
-    def delete_collection(self, kind: str, namespace: str, *, selector: str) -> None:
-        """Delete every object of ``kind`` in ``namespace`` matching ``selector``."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        self._request(
-            "DELETE",
-            KINDS[kind].path(namespace),
-            query=[("labelSelector", selector)],
-            body=body,
-            what=f"delete {kind} in {namespace}",
-        )
-
     def delete_one_by_one(self, kind: str, namespace: str, *, selector: str, keep: set[str] | None = None) -> list[str]:
         """Delete each matching object whose name is not in ``keep``; return the names deleted (pruning)."""
         deleted = []
@@ -378,6 +371,76 @@ class Cluster:
                 return False  # someone else renewed or took it first
             raise
         return True
+
+
+def stream_app_logs(
+    cluster: Cluster, namespace: str, label_selector: str, *, tail_lines: int = 100, stop: threading.Event | None = None
+) -> Iterator[tuple[str, str, str]]:
+    """Yield (pod, container, line) from every running pod matching the selector, following new pods as they start.
+
+    Pods are watched (a redeploy's new pods join the stream) and each running container
+    is followed by a thread of its own; closing the generator stops them all.
+    """
+    stop = stop or threading.Event()
+    lines: queue.Queue[tuple[str, str, str]] = queue.Queue(maxsize=10000)
+    following: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+
+    def follow(pod: str, container: str) -> None:
+        try:
+            for line in cluster.pod_log(namespace, pod, container, follow=True, tail_lines=tail_lines):
+                if stop.is_set():
+                    return
+                lines.put((pod, container, line))
+        except ClusterError as e:
+            log.info("logs of %s/%s ended: %s", pod, container, e.message)
+        finally:
+            with lock:
+                following.discard((pod, container))
+
+    def consider(pod: Obj) -> None:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if meta.get("deletionTimestamp") or status.get("phase") != "Running":
+            return
+        for cs in status.get("containerStatuses") or []:
+            key = (meta["name"], cs["name"])
+            if (cs.get("state") or {}).get("running"):
+                with lock:
+                    if key in following:
+                        continue
+                    following.add(key)
+                threading.Thread(target=follow, args=key, daemon=True, name=f"applog-{key[0]}").start()
+
+    def watch_pods() -> None:
+        version = ""
+        while not stop.is_set():
+            try:
+                if not version:
+                    listing = cluster.list("Pod", namespace, selector=label_selector)
+                    version = listing["metadata"]["resourceVersion"]
+                    for pod in listing.get("items", []):
+                        consider(pod)
+                for event in cluster.watch("Pod", namespace, selector=label_selector, resource_version=version, seconds=60):
+                    version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion", version)
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        consider(event["object"])
+                    if stop.is_set():
+                        return
+            except WatchExpired:
+                version = ""
+            except ClusterError as e:
+                log.info("watching pods for logs: %s", e.message)
+                stop.wait(1)
+
+    threading.Thread(target=watch_pods, daemon=True, name="applog-watch").start()
+    try:
+        while not stop.is_set():
+            try:
+                yield lines.get(timeout=1)
+            except queue.Empty:
+                continue
+    finally:
+        stop.set()
 
 
 def _lines(response: Any) -> Iterator[bytes]:

@@ -71,7 +71,7 @@ def main() -> int:
             "gunicorn",
             "config.asgi:application",
             "-k",
-            "uvicorn.workers.UvicornWorker",
+            "uvicorn_worker.UvicornWorker",
             "--bind",
             f"127.0.0.1:{PORT}",
             "--workers",

@@ -442,15 +442,10 @@ def _heartbeat() -> None:
 def lead(kube: Cluster, *, identity: str, stop: threading.Event, elected: threading.Event, on_lost: Callable[[], None]) -> None:
     """Win the controller Lease (setting ``elected``) and renew it until ``stop``; call ``on_lost`` if it is taken away."""
     namespace = settings.CONTROLLER_NAMESPACE
-    kube.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": namespace, "labels": {specs.LABEL_MANAGED_BY: specs.MANAGED_BY}},
-        }
-    )
     while not stop.is_set():
+        _heartbeat()  # a standby is alive too, while it waits its turn
         try:
+            kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
             if acquire(kube, namespace=namespace, identity=identity):
                 elected.set()
                 break

@@ -14,8 +14,9 @@ from django.core.exceptions import ValidationError
 # short enough that "slipway-<name>" and "<name>-build-<n>" stay within 63 characters.
 APP_NAME_MAX = 40
 APP_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# "system" and "builds" would take namespaces Slipway uses itself (slipway-system, slipway-builds).
 RESERVED_APP_NAMES = frozenset(
-    {"admin", "api", "www", "static", "webhooks", "slipway", "kube-system", "kube-public", "default", "builds"}
+    {"admin", "api", "www", "static", "webhooks", "slipway", "system", "kube-system", "kube-public", "default", "builds"}
 )
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

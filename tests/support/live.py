@@ -149,7 +149,7 @@ def _commands(port: int) -> dict[str, list[str]]:
             "gunicorn",
             "config.asgi:application",
             "-k",
-            "uvicorn.workers.UvicornWorker",
+            "uvicorn_worker.UvicornWorker",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
