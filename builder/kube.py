@@ -13,6 +13,7 @@ platform/ grants those and no more (a test keeps the two in step).
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import queue
@@ -196,7 +197,7 @@ class Cluster:
             what=f"apply {obj['kind']} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " "),
         )
 
-    def apply_all(self, objects: list[Obj]) -> list[Obj]:
+    def apply_all(self, objects: builtins.list[Obj]) -> builtins.list[Obj]:
         """Apply objects in order (namespaces first, as rendered)."""
         return [self.apply(obj) for obj in objects]
 
@@ -239,7 +240,7 @@ class Cluster:
             raise
         return True
 
-    def delete_one_by_one(self, kind: str, namespace: str, *, selector: str, keep: set[str] | None = None) -> list[str]:
+    def delete_one_by_one(self, kind: str, namespace: str, *, selector: str, keep: set[str] | None = None) -> builtins.list[str]:
         """Delete each matching object whose name is not in ``keep``; return the names deleted (pruning)."""
         deleted = []
         for item in self.list(kind, namespace, selector=selector).get("items", []):

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from apps.accounts.models import ApiToken, Membership, Team, hash_token
 
 
-def team_create(*, name: str, owner: AbstractBaseUser) -> Team:
+def team_create(*, name: str, owner: User) -> Team:
     """Create a team with ``owner`` as its first member."""
     team = Team.objects.create(name=name)
     Membership.objects.create(team=team, user=owner, role=Membership.Role.OWNER)
     return team
 
 
-def api_token_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """Create a token; return it with the raw value, which is never stored and shown only now."""
     raw = ApiToken.generate()
     token = ApiToken.objects.create(user=user, name=name, prefix=raw[:12], hashed=hash_token(raw))

@@ -7,7 +7,6 @@ client does), so the stream runs it on a thread of its own. Nothing is stored.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterator
 
 from apps.deployments.models import App
@@ -27,19 +26,11 @@ def pod_selector(app: App) -> str:
 
 
 def from_cluster(namespace: str, label_selector: str, tail_lines: int) -> Iterator[tuple[str, str, str]]:
-    """Follow the pods through ``builder.kube.stream_app_logs``."""
+    """Follow the app's running pods through the cluster module."""
+    from apps.deployments.pipeline import cluster
     from builder import kube
 
-    stream_app_logs = getattr(kube, "stream_app_logs", None)
-    if stream_app_logs is None:
-        raise LogsUnavailable("This installation's cluster module cannot follow pod logs yet.")
-    from apps.deployments.pipeline import cluster
-
-    params = inspect.signature(stream_app_logs).parameters
-    kwargs = {"tail_lines": tail_lines} if "tail_lines" in params else {}
-    if next(iter(params), "") in ("cluster", "kube"):
-        return stream_app_logs(cluster(), namespace, label_selector, **kwargs)  # type: ignore[no-any-return]
-    return stream_app_logs(namespace, label_selector, **kwargs)  # type: ignore[no-any-return]
+    return kube.stream_app_logs(cluster(), namespace, label_selector, tail_lines=tail_lines)
 
 
 # The source the API follows; tests swap it for one that yields known lines.

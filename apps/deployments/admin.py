@@ -66,7 +66,7 @@ class EventInline(admin.TabularInline):
     model = Event
     extra = 0
     fields = ["created_at", "kind", "from_value", "to_value", "reason", "actor"]
-    readonly_fields = fields
+    readonly_fields = ["created_at", "kind", "from_value", "to_value", "reason", "actor"]
     can_delete = False
     verbose_name_plural = "transition history"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import Any
 
 from django.conf import settings
 
@@ -68,8 +69,8 @@ class Subscription:
     """Wake-ups for one live stream; subscribe before reading so no change falls between."""
 
     def __init__(self) -> None:
-        self._client = None
-        self._pubsub = None
+        self._client: Any = None
+        self._pubsub: Any = None
 
     async def __aenter__(self) -> Subscription:
         if settings.REDIS_URL:

@@ -127,7 +127,7 @@ def transition(
             kind=Event.Kind.STATUS,
             from_value=frm,
             to_value=to,
-            reason=updates.get("error", "") or reason,  # type: ignore[arg-type]
+            reason=str(updates.get("error", "") or reason),
             actor=actor,
             created_at=now,
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -34,7 +35,8 @@ def cluster() -> Cluster:
 
 
 def build_settings() -> specs.BuildSettings:
-    return specs.BuildSettings(**settings.BUILD_SETTINGS)
+    options: dict[str, Any] = dict(settings.BUILD_SETTINGS)
+    return specs.BuildSettings(**options)
 
 
 def deploy_settings() -> specs.DeploySettings:

@@ -15,20 +15,22 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
-from apps.deployments import logs, tasks
+from apps.deployments import logs, streams, tasks
 from apps.deployments.lifecycle import IN_FLIGHT, Status, transition
-from apps.deployments.models import Deployment, Event, LogLine
+from apps.deployments.models import Deployment, LogLine
 
 log = logging.getLogger(__name__)
 
 
+STUCK_BECAUSE: dict[str, str] = {
+    Status.PENDING: "no worker took it",
+    Status.BUILDING: "the build did not finish",
+    Status.DEPLOYING: "the rollout did not finish",
+}
+
+
 def deadline_message(status: str, seconds: int) -> str:
-    what = {
-        Status.PENDING: "no worker took it",
-        Status.BUILDING: "the build did not finish",
-        Status.DEPLOYING: "the rollout did not finish",
-    }[status]
-    return f"timed out: still {status} after {seconds} s ({what})"
+    return f"timed out: still {status} after {seconds} s ({STUCK_BECAUSE[status]})"
 
 
 def run(now: dt.datetime | None = None) -> dict[str, int]:
@@ -56,7 +58,7 @@ def run(now: dt.datetime | None = None) -> dict[str, int]:
         tasks.apply_deployment.delay(deployment_id)
         counts["reapplied"] += 1
 
-    Event.objects.filter(created_at__lt=now - dt.timedelta(seconds=settings.EVENT_RETENTION_SECONDS)).delete()
+    streams.event_cleanup(now=now)
     if any(counts.values()):
         log.info("reconciler: %s", counts)
     return counts

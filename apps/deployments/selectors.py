@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from apps.deployments.actions import Action, AppState, available_actions
@@ -10,7 +10,7 @@ from apps.deployments.lifecycle import Status
 from apps.deployments.models import App, Deployment
 
 
-def apps_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[App]:
+def apps_visible_to(user: User | AnonymousUser) -> QuerySet[App]:
     """Return the apps ``user`` may see and act on: their teams' apps, or all for staff."""
     if not user.is_authenticated:
         return App.objects.none()
@@ -20,7 +20,7 @@ def apps_visible_to(user: AbstractBaseUser | AnonymousUser) -> QuerySet[App]:
     return apps.filter(team__memberships__user=user).distinct()
 
 
-def app_get_for_user(*, user: AbstractBaseUser | AnonymousUser, name: str) -> App:
+def app_get_for_user(*, user: User | AnonymousUser, name: str) -> App:
     """Return the app, or raise App.DoesNotExist when it does not exist or the user may not see it."""
     return apps_visible_to(user).get(name=name)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from functools import partial
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as UserModel
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -20,7 +22,7 @@ from apps.deployments.selectors import app_state
 
 log = logging.getLogger(__name__)
 
-User = AbstractBaseUser | AnonymousUser | None
+User = UserModel | AnonymousUser | None
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def deployment_create(
             if transition(
                 old, to=Status.STOPPED, reason=f"superseded by #{number}", actor=who, expect={Status.PENDING, Status.BUILDING}
             ):
-                transaction.on_commit(lambda old_id=old.pk: tasks.cleanup_deployment.delay(old_id))
+                transaction.on_commit(partial(tasks.cleanup_deployment.delay, old.pk))
         App.objects.filter(pk=locked_app.pk).update(current_deployment=deployment)
         Event.objects.create(
             app=locked_app,

@@ -22,12 +22,12 @@ class DeploymentTask(Task):  # type: ignore[misc]
         if isinstance(exc, TemporaryError) and args:
             from apps.deployments import pipeline
 
-            pipeline.give_up(int(args[0]), f"{exc} (gave up after {self.max_retries + 1} attempts)")
+            pipeline.give_up(int(args[0]), f"{exc} (gave up after {(self.max_retries or 0) + 1} attempts)")
 
 
 # A temporary error (cluster or registry unreachable) is retried with back-off; when the
 # retries run out the deployment fails with that error, so nobody waits on a dead end.
-TASK_OPTIONS = {
+TASK_OPTIONS: dict[str, Any] = {
     "base": DeploymentTask,
     "acks_late": True,
     "ignore_result": True,
