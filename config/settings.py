@@ -130,6 +130,7 @@ else:
         "data_folder_in": str(_queue),
         "data_folder_out": str(_queue),
         "processed_folder": str(_queue / "processed"),
+        "control_folder": str(_queue / "control"),
         "store_processed": False,
     }
 CELERY_TASK_DEFAULT_QUEUE = env_str("SLIPWAY_CELERY_QUEUE", "slipway")
