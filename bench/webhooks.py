@@ -333,7 +333,7 @@ def main() -> None:
     broker = "Redis" if args.redis_url else "filesystem"
     print(
         f"\ngunicorn {args.server} ({'uvicorn workers' if args.server == 'asgi' else 'sync workers'}) x{args.workers}, "
-        f"{args.clients} client threads, {engine}, {broker} broker, {os.cpu_count()} CPUs, loopback"
+        f"{args.clients} client thread{'s' if args.clients != 1 else ''}, {engine}, {broker} broker, {os.cpu_count()} CPUs, loopback"
     )
     print(f"{'case':<24}{'requests':>9}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'vs bare':>9}")
     for r in results:
