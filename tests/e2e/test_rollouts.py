@@ -118,3 +118,36 @@ def test_an_oom_after_going_live_shows_oomkilled_exit_137(demo, alice, behaviour
     for pod in kube.list("Pod", demo.namespace, selector=specs.selector(app=demo.name))["items"]:
         kube.delete("Pod", pod["metadata"]["name"], demo.namespace)
     health_is(demo, "unhealthy", "OOMKilled (exit 137)")
+
+
+def app_pods(app: App) -> list[dict]:
+    from apps.deployments import pipeline
+    from builder import specs
+
+    items = pipeline.cluster().list("Pod", app.namespace, selector=specs.selector(app=app.name, component="app"))["items"]
+    return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_pod_that_runs_but_stops_passing_readiness_is_running_and_unhealthy(demo, alice, behaviours):
+    from apps.deployments import pipeline
+
+    behave(behaviours, demo, "healthy")
+    assert settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE)).status == "live"
+    behave(behaviours, demo, "never_ready")
+    for pod in app_pods(demo):
+        pipeline.cluster().delete("Pod", pod["metadata"]["name"], demo.namespace)
+    health_is(demo, "unhealthy", "readiness probe failing")
+    assert [p["status"]["phase"] for p in app_pods(demo)] == ["Running"]
+
+
+def test_an_app_whose_pods_vanish_shows_no_running_pods(demo, alice, behaviours):
+    from apps.deployments import pipeline
+
+    behave(behaviours, demo, "healthy")
+    deployment = settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE))
+    health_is(demo, "healthy")
+    # Someone deletes the workload behind Slipway's back: the app is live but nothing runs.
+    pipeline.cluster().delete("Deployment", demo.name, demo.namespace)
+    health_is(demo, "unhealthy", "no running pods")
+    deployment.refresh_from_db()
+    assert deployment.status == "live"
