@@ -121,7 +121,12 @@ X_FRAME_OPTIONS = "DENY"
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {"visibility_timeout": 3600}
+    # Timeouts so an unreachable Redis fails an enqueue quickly instead of stalling a request.
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "visibility_timeout": 3600,
+        "socket_connect_timeout": 3,
+        "socket_timeout": 5,
+    }
 else:
     _queue = STATE_DIR / "celery"
     _queue.mkdir(parents=True, exist_ok=True)  # the transport expects its folder to exist
@@ -192,6 +197,7 @@ WEBHOOK_MAX_BYTES = env_int("SLIPWAY_WEBHOOK_MAX_BYTES", 1024 * 1024, minimum=10
 LOG_MAX_LINE_CHARS = env_int("SLIPWAY_LOG_MAX_LINE_CHARS", 4000, minimum=80)
 LOG_MAX_LINES = env_int("SLIPWAY_LOG_MAX_LINES", 20000, minimum=100)
 EVENT_RETENTION_SECONDS = env_int("SLIPWAY_EVENT_RETENTION_SECONDS", 86400, minimum=60)
+DELIVERY_RETENTION_DAYS = env_int("SLIPWAY_DELIVERY_RETENTION_DAYS", 30, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -4,7 +4,7 @@ It reads only the database, so it also converges after every process was down:
 - a pending deployment nobody took (broker down, worker died) is enqueued again;
 - a deploying deployment whose manifests were never applied is applied again;
 - anything past its status deadline is failed with a reason a person can read;
-- old events past the stream's retention are removed.
+- old events past the stream's retention, and old webhook deliveries, are removed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps.deployments import logs, streams, tasks
 from apps.deployments.lifecycle import IN_FLIGHT, Status, transition
 from apps.deployments.models import Deployment, LogLine
+from apps.webhooks.models import WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ def run(now: dt.datetime | None = None) -> dict[str, int]:
         counts["reapplied"] += 1
 
     streams.event_cleanup(now=now)
+    WebhookDelivery.objects.filter(received_at__lt=now - dt.timedelta(days=settings.DELIVERY_RETENTION_DAYS)).delete()
     if any(counts.values()):
         log.info("reconciler: %s", counts)
     return counts

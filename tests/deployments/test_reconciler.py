@@ -95,3 +95,18 @@ def test_events_older_than_the_retention_are_removed(shop, enqueued, settings):
     recent = Event.objects.create(app=shop, kind="status", to_value="live")
     reconciler.run()
     assert not Event.objects.filter(pk=old.pk).exists() and Event.objects.filter(pk=recent.pk).exists()
+
+
+def test_webhook_deliveries_older_than_the_retention_are_removed(shop, enqueued, settings):
+    from apps.webhooks.models import WebhookDelivery
+
+    def delivery(days: int) -> WebhookDelivery:
+        return WebhookDelivery.objects.create(
+            app=shop, provider="github", signature="invalid", outcome="rejected", status_code=401,
+            received_at=timezone.now() - dt.timedelta(days=days),
+        )  # fmt: skip
+
+    old, recent = delivery(settings.DELIVERY_RETENTION_DAYS + 1), delivery(1)
+    reconciler.run()
+    assert list(WebhookDelivery.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert old.pk != recent.pk
