@@ -302,8 +302,7 @@ class ContainerSim:
             if self.process_exit is not None:
                 code = self.process_exit
                 self.process_exit = None
-                assert self.run_dir is not None
-                msg = hostrun.read_termination_message(self.run_dir)
+                msg = hostrun.read_termination_message(self.run_dir) if self.run_dir else ""
                 if not msg and code != 0 and self.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
                     lines, _ = self.current.snapshot() if self.current else ([], 0)
                     msg = "\n".join(t for _, _, t in lines[-80:])[-2048:]
@@ -315,11 +314,12 @@ class ContainerSim:
                 return
             if self.next_log_at is not None and self.next_log_at <= now:
                 self.log_n += 1
-                self._log(
-                    str(self._param("log_line", "{container}: tick {n}")).format(
-                        container=self.name, n=self.log_n, pod=self.w.name
-                    )
-                )
+                template = str(self._param("log_line", "{container}: tick {n}"))
+                try:
+                    line = template.format(container=self.name, n=self.log_n, pod=self.w.name)
+                except (KeyError, IndexError, ValueError):
+                    line = template  # a typo in a rule prints the template rather than stop the pod
+                self._log(line)
                 self.next_log_at = now + float(self._param("log_every")) * self.scale
                 return
             if self.exit_at is not None and self.exit_at <= now:
@@ -519,7 +519,11 @@ class ContainerSim:
             code = int(b["exit_code"])
             self.exit_spec = (code, "Completed" if code == 0 else "Error", self._subst(str(b["message"] or "")))
         elif b.type == "host_run" and fresh:
-            self._spawn_host(now)
+            try:
+                self._spawn_host(now)
+            except OSError as exc:
+                self._log(f"kubesim: cannot run on the host: {exc}", "stderr")
+                self.process_exit = 128
 
     def _subst(self, text: str) -> str:
         if "{" not in text:
