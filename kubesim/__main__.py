@@ -64,7 +64,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(st, indent=2))
         return 0 if st["running"] else 3
-    print(f"kubesim instance {c.name!r}: {'running' if st['running'] else 'not running'}")
+    state = "not running"
+    if st["running"]:
+        state = "running" if st["start_seconds"] is not None else "starting"
+    print(f"kubesim instance {c.name!r}: {state}")
     print(f"  state dir:  {st['state_dir']}")
     if st["processes"]:
         for name, info in st["processes"].items():

@@ -427,6 +427,8 @@ class Cluster:
         }
         self.started_here = True
         try:
+            # Hold the lock until every component has bound its port: another instance starting
+            # now could otherwise be handed the same free ports.
             with _port_lock():
                 names = ["etcd", "etcd_peer", "apiserver", "controller_manager", "scheduler", "kubelet"]
                 self._state["ports"] = dict(zip(names, free_ports(len(names)), strict=True))
@@ -441,17 +443,23 @@ class Cluster:
                 )
                 cmds = self._component_cmds(bin_dir)
                 self._spawn("kube-apiserver", cmds["kube-apiserver"])
-                self._wait("kube-apiserver to listen", lambda: _port_open(self.ports["apiserver"]), "kube-apiserver", timeout)
-            session = self._session()
-            self._wait(
-                "kube-apiserver /readyz",
-                lambda: session.get(f"{self.server}/readyz", timeout=5).status_code == 200,
-                "kube-apiserver",
-                timeout,
-            )
-            self._spawn("kube-controller-manager", cmds["kube-controller-manager"])
-            self._spawn("kube-scheduler", cmds["kube-scheduler"])
-            self._spawn("kubelet", cmds["kubelet"], env=env)
+                session = self._session()
+                # The controller-manager gives up if the apiserver is not healthy within 10 s.
+                self._wait(
+                    "kube-apiserver /readyz",
+                    lambda: session.get(f"{self.server}/readyz", timeout=5).status_code == 200,
+                    "kube-apiserver",
+                    timeout,
+                )
+                self._spawn("kube-controller-manager", cmds["kube-controller-manager"])
+                self._spawn("kube-scheduler", cmds["kube-scheduler"])
+                self._spawn("kubelet", cmds["kubelet"], env=env)
+                for comp, port in (
+                    ("kube-controller-manager", "controller_manager"),
+                    ("kube-scheduler", "scheduler"),
+                    ("kubelet", "kubelet"),
+                ):
+                    self._wait(f"{comp} to listen", lambda port=port: _port_open(self.ports[port]), comp, timeout)
             self._wait_usable(session, timeout)
         except BaseException:
             self._stop_processes()
