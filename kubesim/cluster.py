@@ -344,6 +344,9 @@ class Cluster:
             str(self.state_dir / "pki" / "controller-manager"),
             "--controllers",
             CONTROLLERS,
+            # The ttl-after-finished controller only starts with the gate on here too.
+            "--feature-gates",
+            "TTLAfterFinished=true",
             # Namespace churn in tests creates and deletes many objects; the default 20 qps
             # throttles the namespace and garbage collector controllers.
             "--kube-api-qps",

@@ -177,3 +177,16 @@ def test_pod_logs_stream_with_follow(kube_api_client, kube_namespace, behaviours
     wait_for(lambda: ticks() >= 40, timeout=15, message="2 s of ticks")  # "hello" is now > 1 s old
     recent = core.read_namespaced_pod_log("talker", kube_namespace, since_seconds=1, _request_timeout=TIMEOUT)
     assert "hello" not in recent and "tick" in recent
+
+
+def test_a_finished_job_is_deleted_after_its_ttl(kube_api_client, kube_namespace, behaviours):
+    behaviours.set("build", match={"image": "builder:*"}, behaviour={"type": "exit", "duration": 0.1})
+    batch = client.BatchV1Api(kube_api_client)
+    body = _job("short-lived", "builder:1")
+    body["spec"]["ttlSecondsAfterFinished"] = 1
+    batch.create_namespaced_job(kube_namespace, body, _request_timeout=TIMEOUT)
+
+    def gone() -> bool:
+        return not batch.list_namespaced_job(kube_namespace, _request_timeout=TIMEOUT).items
+
+    wait_for(gone, timeout=30, message="the TTL controller to delete the finished Job")
