@@ -38,6 +38,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "log_lines": None,  # None: one "started" line
     "log_every": 0.0,  # seconds between periodic lines; 0 means none
     "log_line": "{container}: tick {n}",
+    "backoff": 10.0,  # first back-off before a restart (CrashLoopBackOff) or an image pull
+    "max_backoff": 300.0,  # the back-off doubles up to this
 }
 DEFAULTS: dict[str, dict[str, Any]] = {
     "healthy": {},

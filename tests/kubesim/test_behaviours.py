@@ -243,3 +243,20 @@ def test_the_kubelet_records_events_a_person_would_read(kube_api_client, kube_na
         message="Scheduled, Created, Started and BackOff events",
     )
     assert "Pulled" in seen
+
+
+def test_on_failure_restarts_only_failed_containers(kube_api_client, kube_namespace, behaviours):
+    behaviours.set(
+        "fails", match={"image": "flaky:*"}, behaviour={"type": "exit", "duration": 0.1, "exit_code": 1, "backoff": 0.2}
+    )
+    behaviours.set("works", match={"image": "fine:*"}, behaviour={"type": "exit", "duration": 0.1})
+    create_pod(kube_api_client, kube_namespace, pod_body("flaky", "flaky:1", restart="OnFailure"))
+    create_pod(kube_api_client, kube_namespace, pod_body("fine", "fine:1", restart="OnFailure"))
+
+    pod = wait_pod(
+        kube_api_client, kube_namespace, "flaky", lambda p: container_status(p) and container_status(p).restart_count >= 2
+    )
+    assert pod.status.phase == "Running"
+    assert container_status(pod).last_state.terminated.exit_code == 1
+    fine = wait_pod(kube_api_client, kube_namespace, "fine", lambda p: p.status.phase == "Succeeded")
+    assert container_status(fine).restart_count == 0
