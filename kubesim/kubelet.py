@@ -168,6 +168,14 @@ class Kubelet:
         while not self.stopping.wait(HEARTBEAT_EVERY):
             for name in self.nodes:
                 try:
+                    try:
+                        self.kube.get(f"/api/v1/nodes/{name}")
+                    except KubeError as exc:
+                        if exc.status != 404:
+                            raise
+                        # Someone deleted the Node: register again, as a real kubelet does.
+                        log.info("node %s is gone; registering it again", name)
+                        self.register_nodes()
                     self._renew_lease(name)
                     if time.monotonic() - last_status >= STATUS_EVERY:
                         self.kube.request(
