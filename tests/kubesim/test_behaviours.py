@@ -125,7 +125,7 @@ def test_never_ready_runs_without_becoming_ready(kube_api_client, kube_namespace
 
 
 def test_slow_start_becomes_ready_late(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("slow", match={"image": "app:*"}, behaviour={"type": "slow_start", "ready_after": 1.0})
+    behaviours.set("slow", match={"image": "app:*"}, behaviour={"type": "slow_start", "ready_after": 2.0})
     create_pod(kube_api_client, kube_namespace, pod_body("slow"))
 
     pod = wait_pod(kube_api_client, kube_namespace, "slow", lambda p: p.status.phase == "Running")
@@ -137,7 +137,7 @@ def test_flap_is_healthy_then_crash_loops_then_recovers(kube_api_client, kube_na
     behaviours.set(
         "flap",
         match={"image": "app:*"},
-        behaviour={"type": "flap", "healthy_for": 1.0, "crash_for": 1.5, "after": 0.1, "backoff": 0.2, "start_delay": 0},
+        behaviour={"type": "flap", "healthy_for": 1.5, "crash_for": 1.5, "after": 0.1, "backoff": 0.2, "start_delay": 0},
     )
     create_pod(kube_api_client, kube_namespace, pod_body("flappy"))
 
@@ -180,7 +180,7 @@ def test_a_live_rule_change_applies_to_running_pods(kube_api_client, kube_namesp
 
 
 def test_init_containers_run_in_order_before_the_main_ones(kube_api_client, kube_namespace, behaviours):
-    behaviours.set("init", match={"init": True}, behaviour={"type": "exit", "duration": 0.2, "start_delay": 0})
+    behaviours.set("init", match={"init": True}, behaviour={"type": "exit", "duration": 0.8, "start_delay": 0})
     body = pod_body("inits")
     body["spec"]["initContainers"] = [{"name": "one", "image": "init:1"}, {"name": "two", "image": "init:1"}]
     create_pod(kube_api_client, kube_namespace, body)
