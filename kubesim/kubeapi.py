@@ -6,8 +6,10 @@ threads, so it uses urllib3's thread-safe pool directly instead of the generated
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,18 +45,20 @@ class Kube:
         self.pool = urllib3.PoolManager(num_pools=4, maxsize=32, cert_reqs="CERT_REQUIRED", ca_certs=ca_file, retries=False)
 
     @classmethod
-    def from_kubeconfig(cls, path: str | Path, **kw: Any) -> Kube:
-        """Build a client from a kubeconfig with a token user and embedded CA data."""
+    def from_kubeconfig(cls, path: str | Path, *, ca_file: str | None = None, **kw: Any) -> Kube:
+        """Build a client from a kubeconfig with a token user and a CA file or embedded CA data."""
         cfg = yaml.safe_load(Path(path).read_text())
         ctx_name = cfg["current-context"]
         ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
         cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
         user = next(u["user"] for u in cfg["users"] if u["name"] == ctx["user"])
-        ca_file = cluster.get("certificate-authority")
+        ca_file = ca_file or cluster.get("certificate-authority")
         if not ca_file:
+            # urllib3 reads the CA file for every new connection: keep it until this process ends.
             with tempfile.NamedTemporaryFile(prefix="kubesim-ca-", suffix=".crt", delete=False) as fh:
                 fh.write(base64.b64decode(cluster["certificate-authority-data"]))
             ca_file = fh.name
+            atexit.register(os.unlink, ca_file)
         return cls(cluster["server"], user["token"], ca_file, **kw)
 
     def _url(self, path: str, params: dict[str, Any] | None) -> str:

@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(threadName)s %(message)s"
     )
-    kube = Kube.from_kubeconfig(args.kubeconfig)
+    ca_file = Path(args.state_dir) / "pki" / "ca.crt"
+    kube = Kube.from_kubeconfig(args.kubeconfig, ca_file=str(ca_file) if ca_file.is_file() else None)
     nodes = [f"kubesim-node-{i}" for i in range(1, args.nodes + 1)]
     kubelet = Kubelet(kube, nodes, args.port, Path(args.state_dir), args.cert, args.key)
 
