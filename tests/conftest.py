@@ -10,6 +10,12 @@ from tests.factories import AppFactory, MembershipFactory, TeamFactory, UserFact
 pytest_plugins = ["kubesim.pytest_plugin", "tests.support.live"]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Run the end-to-end tests last: once the stack's worker and controller run, they act on
+    whatever a test writes to the shared test database, so no other test may run beside them."""
+    items.sort(key=lambda item: "slipway_stack" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture
 def acme(db):
     return TeamFactory(name="acme")
