@@ -69,9 +69,11 @@ def health_meaning(reason: str) -> str:
 
 
 def health_indicator(state: str, reason: str) -> HealthIndicator | None:
-    """Return the runtime health indicator, or None when the spec says to show none."""
-    if state == HealthState.HEALTHY:
-        return HealthIndicator("Healthy", "ok", "", "", "♥")
+    """Return the runtime health indicator, or None when the spec says to show none.
+
+    The spec shows an indicator only for a problem: "No indicator is shown while a
+    deployment has no pods yet or while the app is healthy."
+    """
     if state == HealthState.UNHEALTHY:
         return HealthIndicator("Unhealthy", "bad", reason, health_meaning(reason), "⚠")
     return None

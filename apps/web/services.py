@@ -86,6 +86,15 @@ def app_action_run(*, app: App, action: Action, actor: User, target: Deployment 
     raise ActionFailed(f"Unknown action {action!r}.")
 
 
+def app_create(*, actor: User, env: dict[str, str], secret_env: dict[str, str], **fields: Any) -> App:
+    """Create an app with its plain and secret variables, all or nothing; raise ValidationError naming the field."""
+    with transaction.atomic():
+        app = services.app_create(actor=actor, env=env, **fields)
+        for name, value in secret_env.items():
+            services.env_var_set(app=app, name=name, value=value, secret=True)
+    return app
+
+
 def app_settings_update(*, app: App, actor: User = None, **fields: Any) -> App:
     """Save the app's runtime settings after validating them; they apply at the next deploy or Redeploy."""
     unknown = set(fields) - set(SETTINGS_FIELDS)

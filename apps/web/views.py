@@ -106,9 +106,12 @@ def app_create(request: HttpRequest) -> HttpResponse:
     form = AppCreateForm(request.POST or None, teams=teams)
     if request.method == "POST" and form.is_valid():
         try:
-            app = services.app_create(actor=request.user, env=form.cleaned_data["env_values"], **form.service_kwargs())
-            for name, value in form.cleaned_data["secret_values"].items():
-                services.env_var_set(app=app, name=name, value=value, secret=True)
+            app = web_services.app_create(
+                actor=request.user,
+                env=form.cleaned_data["env_values"],
+                secret_env=form.cleaned_data["secret_values"],
+                **form.service_kwargs(),
+            )
         except ValidationError as e:
             form.add_service_errors(e)
         else:

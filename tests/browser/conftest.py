@@ -1,9 +1,11 @@
 """Headless Chromium against Slipway's real web process (gunicorn with uvicorn workers) on loopback.
 
 ``web_server`` serves the test database (tests take ``transactional_db`` so what they
-write is committed and visible to the server). It has no worker, controller or cluster:
-tasks the web enqueues go to this test run's own queue, which nothing consumes. The
-end-to-end tests use the whole stack (tests/support/live.py) instead.
+write is committed and visible to the server). It has no worker, controller or cluster,
+and the tasks it enqueues go to a queue of their own that nothing consumes, so the states
+a test sets stay as it set them. The whole-stack tests (test_whole_stack.py, tests/support/live.py)
+come after these in the run: once the stack's controller is up it judges every app in the
+database, these tests' apps included.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PASSWORD = "correct horse battery staple"  # tests.factories.UserFactory's
+QUEUE = f"slipway-browser-{os.getpid()}"
 
 
 @dataclass
@@ -65,7 +68,7 @@ def web_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings_test",
         "DATABASE_URL": url,
-        "SLIPWAY_CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "SLIPWAY_CELERY_QUEUE": QUEUE,
         "SLIPWAY_STATE_DIR": str(settings.STATE_DIR),
         "SLIPWAY_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "SLIPWAY_KUBE_SIMULATED": "true",

@@ -87,7 +87,7 @@ def test_status_health_and_history_update_without_a_reload(live, open_page, alic
     record(app_id=shop.pk, health=Health(HealthState.UNHEALTHY, "CrashLoopBackOff"), now=timezone.now())
     expect(page.locator("#health")).to_contain_text("Unhealthy: CrashLoopBackOff")
     record(app_id=shop.pk, health=Health(HealthState.HEALTHY), now=timezone.now())
-    expect(page.locator("#health")).to_contain_text("Healthy")
+    expect(page.locator("#health")).to_contain_text("No problems")
     expect(page.locator("#health")).not_to_contain_text("CrashLoopBackOff")
     assert page.evaluate("window.notReloaded") is True
 

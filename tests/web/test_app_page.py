@@ -54,10 +54,12 @@ def test_health_shows_the_reason_and_its_meaning(as_alice, shop, alice):
     assert escape(REASON_MEANINGS["readiness probe failing"]) in health
 
 
-def test_a_healthy_app_says_healthy(as_alice, shop, alice):
+def test_a_healthy_app_shows_no_indicator_but_says_nothing_is_wrong(as_alice, shop, alice):
     deploy(shop, alice, to="live")
     record(app_id=shop.pk, health=Health(HealthState.HEALTHY), now=timezone.now())
-    assert "Healthy" in section(page(as_alice), "health")
+    health = section(page(as_alice), "health")
+    assert "Unhealthy" not in health and "health-" not in health
+    assert "No problems: the app's pods are running and passing their checks." in health
 
 
 def test_the_page_links_the_apps_url(as_alice, shop):
