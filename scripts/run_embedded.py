@@ -17,6 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: make the project's packages importable
+
+from config import processes  # noqa: E402
+
 STATE = Path(os.environ.get("SLIPWAY_STATE_DIR", ROOT / "var"))
 PORT = os.environ.get("SLIPWAY_PORT", "8000")
 
@@ -64,34 +67,7 @@ def main() -> int:
         subprocess.run([*manage, "bootstrap_admin", "--username", "admin", "--password", password], env=env, check=True, cwd=ROOT)
         password_file.write_text(password)
         password_file.chmod(0o600)
-    commands = {
-        "web": [
-            py,
-            "-m",
-            "gunicorn",
-            "config.asgi:application",
-            "-k",
-            "uvicorn_worker.UvicornWorker",
-            "--bind",
-            f"127.0.0.1:{PORT}",
-            "--workers",
-            "2",
-        ],
-        "worker": [py, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2"],
-        "beat": [
-            py,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(STATE / "celerybeat-schedule"),
-        ],
-        "controller": [*manage, "runcontroller"],
-    }
+    commands = processes.commands(bind=f"127.0.0.1:{PORT}", state_dir=STATE)
     procs = {name: subprocess.Popen(cmd, env=env, cwd=ROOT) for name, cmd in commands.items()}
     print(
         f"\nSlipway is running at http://localhost:{PORT}/\n"

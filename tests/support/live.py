@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -124,40 +123,12 @@ class Stack:
 READY = {"worker": "ready.", "controller": "caches synced", "web": "Application startup complete"}
 
 
-def _commands(port: int) -> dict[str, list[str]]:
-    py = sys.executable
-    return {
-        "worker": [
-            py,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        "controller": [py, "manage.py", "runcontroller"],
-        "web": [
-            py,
-            "-m",
-            "gunicorn",
-            "config.asgi:application",
-            "-k",
-            "uvicorn_worker.UvicornWorker",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "1",
-            "--timeout",
-            "120",
-        ],
-    }
+def _commands(port: int, state_dir: Path) -> dict[str, list[str]]:
+    from config import processes
+
+    everything = processes.commands(bind=f"127.0.0.1:{port}", state_dir=state_dir, web_workers=1)
+    # Beat is left out: tests run the reconciler themselves, when they mean to.
+    return {name: everything[name] for name in ("worker", "controller", "web")}
 
 
 @pytest.fixture(scope="session")
@@ -185,7 +156,7 @@ def _stack_processes(kube_cluster, django_db_setup, django_db_blocker, tmp_path_
         "PYTHONUNBUFFERED": "1",
     }
     stack = Stack(url=f"http://127.0.0.1:{port}", kubeconfig=str(kube_cluster.kubeconfig), env=env)
-    for name, argv in _commands(port).items():
+    for name, argv in _commands(port, settings.STATE_DIR).items():
         stack.processes[name] = Process(name, argv, env, logdir / f"{name}.log")
         stack.processes[name].start()
     try:
