@@ -13,13 +13,14 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from kubesim.wait import WaitTimeout, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,14 +38,10 @@ def unique_name(prefix: str = "app") -> str:
 
 def wait_until(predicate: Callable[[], object], *, timeout: float, message: str, interval: float = 0.2) -> object:
     """Return the predicate's first truthy value, or fail the test when the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {message}")
-        time.sleep(interval)  # polling a condition with a deadline, not a fixed wait
+    try:
+        return wait_for(predicate, timeout=timeout, interval=interval, message=message)
+    except WaitTimeout as e:
+        pytest.fail(str(e))
 
 
 def database_url() -> str:
