@@ -82,6 +82,32 @@
     }
   });
 
+  // -- Streams: resume where the page was. ------------------------------------------------------
+  // EventSource resends the last id it saw (Last-Event-ID) when it reconnects by itself; when
+  // the SSE extension has to open a new EventSource after an error, that id would be lost, so
+  // the new one asks for everything after it with ?after=.
+  var lastIds = {};
+  function withAfter(url, id) {
+    var u = new URL(url, window.location.href);
+    u.searchParams.set("after", id);
+    return u.pathname + u.search;
+  }
+  if (window.htmx && htmx.createEventSource) {
+    var create = htmx.createEventSource;
+    htmx.createEventSource = function (url) {
+      var key = new URL(url, window.location.href).pathname;
+      var source = create(lastIds[key] ? withAfter(url, lastIds[key]) : url);
+      var names = {};
+      document.querySelectorAll("[sse-swap]").forEach(function (el) {
+        el.getAttribute("sse-swap").split(",").forEach(function (n) { names[n.trim()] = true; });
+      });
+      Object.keys(names).forEach(function (name) {
+        source.addEventListener(name, function (e) { if (e.lastEventId) lastIds[key] = e.lastEventId; });
+      });
+      return source;
+    };
+  }
+
   function init(root) {
     initSourceChoice(root);
     root.querySelectorAll("[data-autoscroll]").forEach(initLog);

@@ -184,3 +184,18 @@ def test_the_keyboard_reaches_the_skip_link_first_and_focus_is_visible(live, ope
     page.keyboard.press("Tab")
     focused = page.evaluate("document.activeElement.textContent")
     assert focused == "Skip to content"
+
+
+def test_a_stream_opened_again_after_an_error_asks_for_what_came_after_the_last_id(live, open_page, alice, shop):
+    d = deploy(shop, alice, to="building")
+    page = open_page()
+    sign_in(page, live, "alice")
+    page.goto(live + "/apps/shop/deployments/1/")
+    logs.append_many(d, [("clone", f"cloning object {i}", timezone.now()) for i in range(3)])
+    expect(page.locator("#log")).to_contain_text("cloning object 2")
+    last = d.log_lines.order_by("-seq").first().seq
+    # What the SSE extension does when the server closed the stream for good: a new EventSource.
+    url = page.evaluate(
+        "() => { const s = htmx.createEventSource('/apps/shop/deployments/1/events/?after=0'); s.close(); return s.url; }"
+    )
+    assert url.endswith(f"/apps/shop/deployments/1/events/?after={last}")

@@ -129,3 +129,14 @@ def test_pod_names_are_shown_when_several_pods_speak_or_are_expected():
 def test_service_errors_on_unknown_fields_become_form_errors():
     mapped = presenters.message_dict_to_fields({"name": ["bad"], "__all__": ["clash"], "webhook_id": ["x"]}, ["name", "port"])
     assert mapped == {"name": ["bad"], None: ["clash", "x"]}
+
+
+def test_times_read_just_now_then_how_long_ago():
+    from django.utils import timezone
+
+    from apps.web.templatetags.slipway_ui import ago
+
+    now = timezone.now()
+    assert ago(now - dt.timedelta(seconds=20)) == "just now"
+    assert ago(now - dt.timedelta(minutes=42, seconds=5)) == "42\xa0minutes ago"
+    assert ago(None) == ""
