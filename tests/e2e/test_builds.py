@@ -36,6 +36,9 @@ def shop_git(slipway_stack, acme, alice, repo_server):
     )
 
 
+BUILT_MESSAGE = json.dumps({"image": "127.0.0.1:5000/APP@{digest}", "digest": "{digest}"})
+
+
 def build_behaviours(behaviours, app, *, build: dict | None = None) -> None:
     match = {"env": {"SLIPWAY_APP": app.name}}
     behaviours.set(f"{app.name}-clone", match={**match, "container": "clone"}, behaviour={"type": "host_run", "timeout": 30})
@@ -44,7 +47,7 @@ def build_behaviours(behaviours, app, *, build: dict | None = None) -> None:
         match={**match, "container": "plan"},
         behaviour={"type": "exit", "duration": 0.2, "log_lines": ["Detected Python", "Plan written to /workspace/plan.json"]},
     )
-    message = json.dumps({"image": f"127.0.0.1:5000/{app.name}@{{digest}}", "digest": "{digest}"})
+    message = BUILT_MESSAGE.replace("APP", app.name)
     behaviours.set(
         f"{app.name}-build",
         match={**match, "container": "build"},
@@ -84,23 +87,57 @@ def test_a_commit_that_is_not_in_the_repository_fails_at_clone(shop_git, alice, 
     assert "0123456" in deployment.error
 
 
-def test_a_failing_build_step_is_named_in_the_error(shop_git, alice, behaviours, repo_server):
+NPM_FAILS = [
+    "#8 [stage-0 4/6] RUN npm ci",
+    '#8 ERROR: process "/bin/sh -c npm ci" did not complete successfully: exit code: 1',
+    'error: failed to solve: process "/bin/sh -c npm ci" did not complete successfully: exit code: 1',
+]
+PUSH_DENIED = [
+    "#12 exporting to image",
+    "#12 pushing layers",
+    "#12 ERROR: failed to push 127.0.0.1:5000/shop:3f2a9c1: unexpected status from POST request to "
+    "http://127.0.0.1:5000/v2/shop/blobs/uploads/: 401 Unauthorized",
+    "error: failed to solve: failed to push 127.0.0.1:5000/shop: 401 Unauthorized",
+]
+NO_START = ["✖ No start command was found", "Railpack could not find a start command for this app"]
+
+
+@pytest.mark.parametrize(
+    ("container", "lines", "error"),
+    [
+        ("plan", NO_START, "plan failed: Railpack found no start command"),
+        ("build", NPM_FAILS, "build failed: step `npm ci` exited 1"),
+        ("build", PUSH_DENIED, "push failed: registry denied access"),
+    ],
+)
+def test_a_failing_step_is_named_with_its_cause(shop_git, behaviours, repo_server, container, lines, error):
     repo, _ = repo_server
-    failing = {
-        "type": "exit",
-        "duration": 0.3,
-        "exit_code": 1,
-        "log_lines": [
-            "#8 [stage-0 4/6] RUN npm ci",
-            '#8 ERROR: process "/bin/sh -c npm ci" did not complete successfully: exit code: 1',
-            'error: failed to solve: process "/bin/sh -c npm ci" did not complete successfully: exit code: 1',
-        ],
-    }
-    build_behaviours(behaviours, shop_git, build=failing)
+    build_behaviours(behaviours, shop_git)
+    behaviours.set(
+        f"{shop_git.name}-{container}-fails",
+        match={"env": {"SLIPWAY_APP": shop_git.name}, "container": container},
+        behaviour={"type": "exit", "duration": 0.3, "exit_code": 1, "log_lines": lines},
+        priority=1,
+    )
     deployment = settled(services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main"))), timeout=90)
-    assert deployment.status == "failed"
-    assert deployment.error.startswith("build failed"), deployment.error
-    assert "npm ci" in deployment.error
+    assert (deployment.status, deployment.error) == ("failed", error)
+    logged_steps = set(deployment.log_lines.values_list("step", flat=True))
+    assert "clone" in logged_steps and ({container, "push"} & logged_steps)
+
+
+def test_a_worker_killed_mid_build_leaves_nothing_stuck(shop_git, behaviours, repo_server, slipway_stack):
+    repo, _ = repo_server
+    build_behaviours(
+        behaviours, shop_git, build={**SLOW_BUILD, "duration": 4, "message": BUILT_MESSAGE.replace("APP", shop_git.name)}
+    )
+    deployment = building(services.deployment_create(app=shop_git, trigger="push", commit=Commit(repo.head("main"))))
+    slipway_stack.processes["worker"].kill()
+    # The controller finishes the build without the worker; the rollout waits for it.
+    wait_until(
+        lambda: type(deployment).objects.get(pk=deployment.pk).status == "deploying", timeout=60, message="the build to finish"
+    )
+    slipway_stack.restart("worker")
+    assert settled(deployment, timeout=90).status == "live"
 
 
 SLOW_BUILD = {"type": "exit", "duration": 300, "log_lines": ["#1 [internal] load build definition"]}
