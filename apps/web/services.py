@@ -115,10 +115,10 @@ def env_var_delete(*, app: App, name: str) -> bool:
 
 
 def _teardown_now(app: App) -> None:
-    """Remove the app's cluster resources now, through the same code the worker runs for Stop."""
-    from apps.deployments import tasks
+    """Remove the app's cluster resources now, with the code the worker runs for Stop (without its retries)."""
+    from apps.deployments import pipeline
 
-    tasks.teardown_app.apply(args=(app.pk,), throw=True)
+    pipeline.teardown(app.pk)
 
 
 def app_delete(*, app: App, actor: User, teardown: Callable[[App], None] | None = None) -> None:

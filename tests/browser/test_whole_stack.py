@@ -128,6 +128,14 @@ def test_a_person_ships_watches_and_stops_an_app(slipway_stack, open_page, alice
     assert response.status == 404
     assert not re.search(re.escape(name), outsider.locator("main").inner_text())
 
+    # Deleting asks for the name, removes the cluster resources, then the app.
+    page.get_by_role("link", name=f"Delete {name}…").click()
+    page.get_by_label("Type the app's name to confirm").fill(name)
+    page.get_by_role("button", name=f"Delete {name}").click()
+    expect(page.locator(".message-success")).to_contain_text(f"Deleted {name}.")
+    assert not App.objects.filter(name=name).exists()
+    assert _app_objects(name) == []
+
 
 def _app_objects(name: str) -> list[str]:
     from apps.deployments import pipeline
