@@ -173,7 +173,6 @@ def _app_page(request: HttpRequest, app: App, *, status: int = 200, **forms: Any
             "env_form": forms.get("env_form") or EnvVarForm(),
             "webhook": forms.get("webhook") or webhook_info.for_app(app),
             "after": _last_event_id([app]),
-            "open_section": forms.get("open_section", ""),
         }
     )
     return render(request, "web/app_detail.html", context, status=status)
@@ -199,7 +198,7 @@ def app_settings(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, "Settings saved. They apply at the next deploy, or now with Redeploy.")
             return HttpResponseRedirect(_app_url(app) + "#settings")
     app.refresh_from_db()
-    return _app_page(request, app, settings_form=form, open_section="settings")
+    return _app_page(request, app, settings_form=form)
 
 
 @login_required
@@ -217,7 +216,7 @@ def env_var_set(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, f"Saved {d['name']}. It applies at the next deploy, or now with Redeploy.")
             return HttpResponseRedirect(_app_url(app) + "#env")
     form.forget_secret_value()
-    return _app_page(request, app, env_form=form, open_section="env")
+    return _app_page(request, app, env_form=form)
 
 
 @login_required
@@ -237,7 +236,7 @@ def webhook_rotate(request: HttpRequest, name: str) -> HttpResponse:
     app = _app_or_404(request, name)
     secret = webhook_info.rotate(app, actor=request.user)
     messages.success(request, "New webhook secret made: copy it to your git provider now, it is shown only this once.")
-    response = _app_page(request, app, webhook=webhook_info.for_app(app, new_secret=secret), open_section="webhook")
+    response = _app_page(request, app, webhook=webhook_info.for_app(app, new_secret=secret))
     response["Cache-Control"] = "no-store"
     return response
 
