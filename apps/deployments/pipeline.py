@@ -295,6 +295,10 @@ def cleanup(deployment_id: int) -> None:
 def teardown(app_id: int) -> None:
     """Delete an app's workloads, Service, Ingress and env Secret (Stop); builds keep their own clean-up."""
     app = App.objects.get(pk=app_id)
+    if app.deployments.filter(status__in=[Status.DEPLOYING, Status.LIVE]).exists():
+        # Redeployed since the Stop: tearing down now would delete what the new rollout applied.
+        log.info("teardown of %s skipped: it was deployed again", app.name)
+        return
     selector = specs.selector(app=app.name, component=specs.COMPONENT_APP)
     try:
         for kind in ("Deployment", "Service", "Ingress", "Secret"):

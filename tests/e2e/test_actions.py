@@ -113,3 +113,16 @@ def test_a_controller_killed_mid_rollout_reaches_the_truth_after_restart(demo, a
     assert deployment.status == "deploying"
     slipway_stack.restart("controller")
     assert settled(deployment, timeout=60).status == "live"
+
+
+def test_a_redeploy_right_after_stop_is_not_undone_by_the_teardown(demo, alice, behaviours, slipway_stack):
+    behave(behaviours, demo, "healthy")
+    settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE))
+    demo.refresh_from_db()
+    slipway_stack.processes["worker"].kill()  # the teardown waits in the queue, ahead of the redeploy
+    services.app_stop(app=demo, actor=alice)
+    demo.refresh_from_db()
+    again = services.deployment_redeploy(app=demo, actor=alice)
+    slipway_stack.restart("worker")
+    assert settled(again).status == "live", again.error
+    assert k8s_deployment(demo) is not None
