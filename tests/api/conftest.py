@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_token_create
-from tests.api.live_web import LiveWeb, start_live_web
+from tests.support.live import LiveWeb, start_live_web
 
 
 @pytest.fixture

@@ -11,18 +11,12 @@ database, these tests' apps included.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.support.live import database_url, free_port
+from tests.support.live import LiveWeb, start_live_web
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -31,66 +25,13 @@ PASSWORD = "correct horse battery staple"  # tests.factories.UserFactory's
 QUEUE = f"slipway-browser-{os.getpid()}"
 
 
-@dataclass
-class WebServer:
-    url: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-def _wait_until_up(server: WebServer, *, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.popen.poll() is not None:
-            raise RuntimeError(f"the web process exited:\n{server.output()[-3000:]}")
-        try:
-            if requests.get(server.url + "/healthz", timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass  # not listening yet, or the worker is still booting
-        time.sleep(0.1)  # polling for readiness, bounded by the deadline
-    raise RuntimeError(f"the web process did not answer within {timeout} s:\n{server.output()[-3000:]}")
-
-
 @pytest.fixture(scope="session")
-def web_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[WebServer]:
-    from django.conf import settings
-
+def web_server(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[LiveWeb]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium chromium-driver")
-    with django_db_blocker.unblock():
-        url = database_url()
-    port = free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings_test",
-        "DATABASE_URL": url,
-        "SLIPWAY_CELERY_QUEUE": QUEUE,
-        "SLIPWAY_STATE_DIR": str(settings.STATE_DIR),
-        "SLIPWAY_PUBLIC_URL": f"http://127.0.0.1:{port}",
-        "SLIPWAY_KUBE_SIMULATED": "true",
-        "PYTHONUNBUFFERED": "1",
-    }
-    log_path = tmp_path_factory.mktemp("web") / "web.log"
-    argv = [sys.executable, "-m", "gunicorn", "config.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
-            "--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "120", "--graceful-timeout", "2"]  # fmt: skip
-    with log_path.open("ab") as sink:
-        popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    server = WebServer(url=f"http://127.0.0.1:{port}", popen=popen, log_path=log_path)
-    try:
-        _wait_until_up(server)
-        yield server
-    finally:
-        if popen.poll() is None:
-            os.killpg(popen.pid, signal.SIGTERM)
-            try:
-                popen.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(popen.pid, signal.SIGKILL)
-                popen.wait(10)
+    env = {"SLIPWAY_CELERY_QUEUE": QUEUE, "SLIPWAY_KUBE_SIMULATED": "true"}
+    with start_live_web(django_db_blocker, tmp_path_factory.mktemp("web"), env=env) as web:
+        yield web
 
 
 @pytest.fixture

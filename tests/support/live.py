@@ -15,10 +15,12 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import requests
 
 from kubesim.wait import WaitTimeout, wait_for
 
@@ -179,3 +181,67 @@ def slipway_stack(_stack_processes: Stack, transactional_db, settings) -> Iterat
             process.wait_for_output(READY[name], timeout=60)
     yield _stack_processes
     pipeline.cluster.cache_clear()
+
+
+@dataclass
+class LiveWeb:
+    """Slipway's web process alone (gunicorn with uvicorn workers), for tests of pages, the API and streams.
+
+    No worker, controller or cluster: tasks the web enqueues go to this run's own queue,
+    which nothing consumes, so the states a test sets stay as it set them.
+    """
+
+    url: str
+    process: Process
+
+    def start(self) -> None:
+        self.process.start()
+
+        def answers() -> bool:
+            if not self.process.alive():
+                pytest.fail(f"the web process exited:\n{self.output()[-3000:]}")
+            try:
+                return requests.get(self.url + "/healthz", timeout=2).status_code == 200
+            except requests.RequestException:
+                return False  # not listening yet, or still booting
+
+        wait_until(answers, timeout=60, message="the web process to answer /healthz", interval=0.1)
+
+    def ensure_running(self) -> None:
+        if not self.process.alive():
+            self.start()
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def output(self) -> str:
+        return self.process.output()
+
+
+@contextmanager
+def start_live_web(django_db_blocker, logdir: Path, *, env: dict[str, str] | None = None) -> Iterator[LiveWeb]:
+    """Start the web process against the test database; stop it afterwards."""
+    from django.conf import settings
+
+    from config import processes
+
+    with django_db_blocker.unblock():
+        url = database_url()
+    port = free_port()
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings_test",
+        "DATABASE_URL": url,
+        "SLIPWAY_CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "SLIPWAY_STATE_DIR": str(settings.STATE_DIR),
+        "SLIPWAY_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    argv = processes.commands(bind=f"127.0.0.1:{port}", state_dir=settings.STATE_DIR, web_workers=1)["web"]
+    web = LiveWeb(url=f"http://127.0.0.1:{port}", process=Process("web", argv, environment, logdir / "web.log"))
+    web.start()
+    try:
+        yield web
+    finally:
+        web.stop()
