@@ -280,6 +280,3 @@ class AppSpec:
             if not _ENV_NAME.match(name):
                 raise ValueError(f"environment variable name {name!r} is not valid")
 
-
-# The issue and the design call the same thing a deploy spec.
-DeploySpec = AppSpec
