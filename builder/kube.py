@@ -18,7 +18,7 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -261,6 +261,7 @@ class Cluster:
         selector: str = "",
         resource_version: str = "",
         seconds: int = WATCH_SECONDS,
+        opened: Callable[[Any], None] | None = None,
     ) -> Iterator[Obj]:
         """Yield watch events ({type, object}) from ``resource_version`` on, bookmarks included.
 
@@ -279,6 +280,8 @@ class Cluster:
             stream=True,
             what=f"watch {kind}",
         )
+        if opened is not None:
+            opened(response)
         try:
             for line in _lines(response):
                 event = json.loads(line)
@@ -306,8 +309,13 @@ class Cluster:
         since_seconds: int | None = None,
         since_time: str | None = None,
         timeout: float | None = None,
+        opened: Callable[[Any], None] | None = None,
     ) -> Iterator[str]:
-        """Yield the container's log lines (without newlines), following new ones when ``follow``."""
+        """Yield the container's log lines (without newlines), following new ones when ``follow``.
+
+        ``opened`` receives the HTTP response, so another thread can close a stream that
+        waits for a line that may never come.
+        """
         query: list[tuple[str, Any]] = [("container", container)]
         if follow:
             query.append(("follow", "true"))
@@ -330,6 +338,8 @@ class Cluster:
             stream=True,
             what=f"logs of {namespace}/{pod}/{container}",
         )
+        if opened is not None:
+            opened(response)
         try:
             for raw in _lines(response):
                 yield raw.decode("utf-8", errors="replace")
@@ -385,16 +395,30 @@ def stream_app_logs(
     stop = stop or threading.Event()
     lines: queue.Queue[tuple[str, str, str]] = queue.Queue(maxsize=10000)
     following: set[tuple[str, str]] = set()
+    responses: list[Any] = []
     lock = threading.Lock()
+
+    def opened(response: Any) -> None:
+        with lock:
+            responses.append(response)
+        if stop.is_set():
+            _close(response)
 
     def follow(pod: str, container: str) -> None:
         try:
-            for line in cluster.pod_log(namespace, pod, container, follow=True, tail_lines=tail_lines):
+            for line in cluster.pod_log(namespace, pod, container, follow=True, tail_lines=tail_lines, opened=opened):
+                while not stop.is_set():
+                    try:
+                        lines.put((pod, container, line), timeout=1)
+                        break
+                    except queue.Full:
+                        continue  # the reader is slow; it may also be gone, which ``stop`` says
                 if stop.is_set():
                     return
-                lines.put((pod, container, line))
         except ClusterError as e:
             log.info("logs of %s/%s ended: %s", pod, container, e.message)
+        except Exception:
+            log.exception("following logs of %s/%s failed", pod, container)
         finally:
             with lock:
                 following.discard((pod, container))
@@ -421,7 +445,9 @@ def stream_app_logs(
                     version = listing["metadata"]["resourceVersion"]
                     for pod in listing.get("items", []):
                         consider(pod)
-                for event in cluster.watch("Pod", namespace, selector=label_selector, resource_version=version, seconds=60):
+                for event in cluster.watch(
+                    "Pod", namespace, selector=label_selector, resource_version=version, seconds=60, opened=opened
+                ):
                     version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion", version)
                     if event["type"] in ("ADDED", "MODIFIED"):
                         consider(event["object"])
@@ -431,6 +457,9 @@ def stream_app_logs(
                 version = ""
             except ClusterError as e:
                 log.info("watching pods for logs: %s", e.message)
+                stop.wait(1)
+            except Exception:
+                log.exception("watching pods for logs failed")
                 stop.wait(1)
 
     threading.Thread(target=watch_pods, daemon=True, name="applog-watch").start()
@@ -442,6 +471,20 @@ def stream_app_logs(
                 continue
     finally:
         stop.set()
+        with lock:
+            for response in responses:
+                _close(response)
+
+
+def _close(response: Any) -> None:
+    """Close a streamed response, waking the thread blocked reading it."""
+    try:
+        shutdown = getattr(response, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        response.close()
+    except Exception as e:  # it may be closed already
+        log.debug("closing a log stream: %s", e)
 
 
 def _lines(response: Any) -> Iterator[bytes]:

@@ -279,4 +279,3 @@ class AppSpec:
         for name in self.env:
             if not _ENV_NAME.match(name):
                 raise ValueError(f"environment variable name {name!r} is not valid")
-

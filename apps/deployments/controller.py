@@ -21,6 +21,7 @@ import queue
 import random
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -170,13 +171,20 @@ class LogCopier:
         deployment = Deployment.objects.select_related("app").get(pk=deployment_id)
         step = container if container in ("clone", "plan") else "build"
         secrets = logs.secret_values(deployment)
+
+        def last_stored() -> dt.datetime | None:
+            lines = LogLine.objects.filter(deployment=deployment, step__in=_steps_of(step))
+            return lines.order_by("-seq").values_list("timestamp", flat=True).first()
+
+        def flush(batch: list[tuple[str, str, dt.datetime]]) -> None:
+            # A follower and a catch-up may copy the same container: whoever stores second
+            # keeps only what the first did not (timestamps order a container's lines).
+            with self._copy_lock(deployment_id):
+                newest = last_stored()
+                logs.append_many(deployment, [line for line in batch if newest is None or line[2] > newest], secrets=secrets)
+
         with self._copy_lock(deployment_id):
-            last = (
-                LogLine.objects.filter(deployment=deployment, step__in=_steps_of(step))
-                .order_by("-seq")
-                .values_list("timestamp", flat=True)
-                .first()
-            )
+            last = last_stored()
         since = last.isoformat().replace("+00:00", "Z") if last else None
         batch: list[tuple[str, str, dt.datetime]] = []
         for raw in self.kube.pod_log(namespace, pod, container, follow=follow, timestamps=True, since_time=since):
@@ -192,14 +200,12 @@ class LogCopier:
             batch.append((step, text, when))
             last = when
             if follow or len(batch) >= 200:
-                with self._copy_lock(deployment_id):
-                    logs.append_many(deployment, batch, secrets=secrets)
+                flush(batch)
                 batch = []
             if self.stop.is_set():
                 break
         if batch:
-            with self._copy_lock(deployment_id):
-                logs.append_many(deployment, batch, secrets=secrets)
+            flush(batch)
 
 
 def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -402,8 +408,12 @@ class Controller:
         message = verdict.message
         if verdict.pod and verdict.container:
             message += self._crash_context(app, verdict)
+        # The error is shown and streamed as it is: mask secret values the app may have printed.
+        message = logs.scrub(message, secrets=logs.secret_values(deployment), max_chars=8000)
         logs.append(deployment, LogLine.Step.ROLLOUT, f"Rollout failed: {message}")
-        transition(deployment, to=Status.FAILED, error=message, expect={Status.DEPLOYING})
+        failed = transition(deployment, to=Status.FAILED, error=message, expect={Status.DEPLOYING})
+        if failed and app.deployments.filter(status=Status.LIVE).exists():
+            tasks.restore_app.delay(app.pk)  # the previous version goes on serving, and nothing else
 
     def _crash_context(self, app: App, verdict: Verdict) -> str:
         """Return the last lines the crashed container printed, to store with the error."""
@@ -452,13 +462,19 @@ def lead(kube: Cluster, *, identity: str, stop: threading.Event, elected: thread
         except ClusterError as e:
             log.warning("taking the controller lease: %s", e.message)
         stop.wait(LEASE_SECONDS / 3)
+    renewed = time.monotonic()
     while not stop.wait(LEASE_SECONDS / 3):
         try:
             if not acquire(kube, namespace=namespace, identity=identity):
                 on_lost()
                 return
+            renewed = time.monotonic()
         except ClusterError as e:
             log.warning("renewing the controller lease: %s", e.message)
+            if time.monotonic() - renewed > LEASE_SECONDS:
+                # Another controller may hold it by now: stop acting rather than act twice.
+                on_lost()
+                return
     release(kube, namespace=namespace, identity=identity)
 
 

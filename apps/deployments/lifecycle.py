@@ -82,6 +82,7 @@ def transition(
     expect: frozenset[str] | set[str] | None = None,
     error: str = "",
     image: str | None = None,
+    _superseding: bool = False,
 ) -> bool:
     """Move ``deployment`` to ``to``; return False if ``expect`` is given and the status is no longer in it.
 
@@ -106,7 +107,7 @@ def transition(
             # At most one live deployment per app: the one serving until now steps aside.
             previous = Deployment.objects.filter(app_id=locked.app_id, status=Status.LIVE).exclude(pk=locked.pk).first()
             if previous is not None:
-                transition(previous, to=Status.STOPPED, reason=f"superseded by #{locked.number}", actor=actor)
+                transition(previous, to=Status.STOPPED, reason=f"superseded by #{locked.number}", actor=actor, _superseding=True)
 
         updates: dict[str, object] = {"status": to, "status_changed_at": now, _STAMP[to]: now}
         if to == Status.FAILED:
@@ -131,7 +132,8 @@ def transition(
             actor=actor,
             created_at=now,
         )
-        if frm == Status.LIVE and not Deployment.objects.filter(app_id=locked.app_id, status=Status.LIVE).exists():
+        serving = Deployment.objects.filter(app_id=locked.app_id, status=Status.LIVE).exists()
+        if frm == Status.LIVE and not serving and not _superseding:
             # Health is judged only while a deployment serves: none while stopped or redeploying.
             from apps.deployments import health_store
 

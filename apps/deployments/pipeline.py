@@ -133,11 +133,10 @@ def run(deployment_id: int) -> None:
         start_image_deploy(deployment)
 
 
-def give_up(deployment_id: int, message: str) -> None:
-    """Fail a deployment whose step kept meeting temporary errors."""
+def give_up(deployment_id: int, message: str, *, expect: set[str]) -> None:
+    """Fail a deployment whose step kept meeting temporary errors, if it is still where that step left it."""
     deployment = Deployment.objects.select_related("app").get(pk=deployment_id)
-    if deployment.status in (Status.PENDING, Status.BUILDING, Status.DEPLOYING):
-        _fail(deployment, message, expect={deployment.status})
+    _fail(deployment, message, expect=expect)
 
 
 def _fail(deployment: Deployment, message: str, *, expect: set[str]) -> None:
@@ -171,7 +170,8 @@ def start_build(deployment: Deployment) -> None:
         # Building only once the Job exists, so a retried task creates it again; the
         # controller judges the build on the pod's first events.
         if not transition(deployment, to=Status.BUILDING, reason="build Job created", expect={Status.PENDING}):
-            cleanup(deployment.pk)  # cancelled or superseded meanwhile
+            if deployment.status in (Status.STOPPED, Status.FAILED):
+                cleanup(deployment.pk)  # cancelled or superseded meanwhile; not a twin task that won the race
             return
         job_name = jobs.build_job_name(spec.app, spec.deployment_number)
         logs.append(deployment, LogLine.Step.SYSTEM, f"Building commit {deployment.short_sha} in Job {job_name}.")
@@ -234,6 +234,10 @@ def apply(deployment_id: int, *, redeploy: bool = False) -> None:
     deployment = Deployment.objects.select_related("app").get(pk=deployment_id)
     if deployment.status != Status.DEPLOYING or deployment.rollout_generation is not None:
         return
+    # One rollout per app at a time: the cluster has one Deployment per app, so an older
+    # rollout still in progress would otherwise take this one's outcome as its own.
+    for older in deployment.app.deployments.filter(status=Status.DEPLOYING).exclude(pk=deployment.pk):
+        transition(older, to=Status.STOPPED, reason=f"superseded by #{deployment.number}", expect={Status.DEPLOYING})
     fresh = redeploy or deployment.trigger != Deployment.Trigger.ROLLBACK
     run_with = run_settings(deployment, fresh=fresh)
     redeployed_at = timezone.now().isoformat(timespec="seconds") if redeploy else None
@@ -290,6 +294,35 @@ def cleanup(deployment_id: int) -> None:
         if not e.permanent:
             raise TemporaryError(e.message) from e
         log.warning("cleanup of %s: %s", deployment, e.message)
+
+
+def restore(app_id: int) -> None:
+    """Put the serving deployment's manifests back after a newer rollout failed or was cancelled.
+
+    The cluster has one Deployment per app, so the abandoned rollout would otherwise go on
+    replacing the serving pods (cancel), or keep a crash-looping ReplicaSet (failure).
+    With nothing serving, a cancelled first rollout is torn down instead.
+    """
+    from builder import manifests
+
+    app = App.objects.get(pk=app_id)
+    if app.deployments.filter(status=Status.DEPLOYING).exists():
+        return  # a newer rollout is under way and owns the Deployment now
+    serving = app.deployments.filter(status=Status.LIVE).first()
+    if serving is None:
+        teardown(app_id)
+        return
+    objects = manifests.render_app(app_spec(serving, run_settings(serving, fresh=False), redeployed_at=None), deploy_settings())
+    try:
+        for obj in objects:
+            cluster().apply(obj)
+        _prune(cluster(), serving, objects)
+    except ClusterError as e:
+        if not e.permanent:
+            raise TemporaryError(e.message) from e
+        log.warning("restoring %s: %s", app.name, e.message)
+        return
+    logs.append(serving, LogLine.Step.ROLLOUT, f"Re-applied #{serving.number}: the newer rollout did not finish.")
 
 
 def teardown(app_id: int) -> None:

@@ -46,6 +46,8 @@ def run(now: dt.datetime | None = None) -> dict[str, int]:
             if transition(deployment, to=Status.FAILED, error=message, actor="reconciler", expect={status}):
                 logs.append(deployment, LogLine.Step.SYSTEM, f"Failed: {message}")
                 tasks.cleanup_deployment.delay(deployment.pk)
+                if status == Status.DEPLOYING:
+                    tasks.restore_app.delay(deployment.app_id)
                 counts["failed"] += 1
 
     stale = now - dt.timedelta(seconds=settings.REDRIVE_AFTER)

@@ -130,13 +130,14 @@ def deployment_redeploy(*, app: App, actor: User) -> Deployment:
     assert deployment is not None
     who = actor_name(actor) or "an operator"
     with transaction.atomic():
-        transition(
+        if not transition(
             deployment,
             to=Status.DEPLOYING,
             reason=f"redeploy requested by {who}",
             actor=who,
             expect={Status.LIVE, Status.FAILED, Status.STOPPED},
-        )
+        ):
+            raise ActionRefused(f"Deployment #{deployment.number} is already {deployment.status}; nothing was redeployed.")
         logs.append(deployment, LogLine.Step.SYSTEM, f"Redeploy requested by {who} at {timezone.now():%Y-%m-%d %H:%M:%S %Z}.")
         transaction.on_commit(lambda: tasks.apply_deployment.delay(deployment.pk, True))
     return deployment
@@ -175,9 +176,12 @@ def deployment_cancel(*, deployment: Deployment, actor: User) -> bool:
     """Stop a deployment still in flight; return False if it had already settled."""
     who = actor_name(actor) or "an operator"
     with transaction.atomic():
+        was_deploying = deployment.status == Status.DEPLOYING
         stopped = transition(deployment, to=Status.STOPPED, reason=f"cancelled by {who}", actor=who, expect=IN_FLIGHT)
         if stopped:
             transaction.on_commit(lambda: tasks.cleanup_deployment.delay(deployment.pk))
+            if was_deploying:  # its manifests are applied: the serving version goes back
+                transaction.on_commit(lambda: tasks.restore_app.delay(deployment.app_id))
     return stopped
 
 
@@ -187,7 +191,12 @@ def app_stop(*, app: App, actor: User) -> None:
     who = actor_name(actor) or "an operator"
     with transaction.atomic():
         for deployment in app.deployments.filter(status__in=[*IN_FLIGHT, Status.LIVE]):
-            transition(deployment, to=Status.STOPPED, reason=f"stopped by {who}", actor=who, expect={*IN_FLIGHT, Status.LIVE})
+            building = deployment.status in (Status.PENDING, Status.BUILDING)
+            stopped = transition(
+                deployment, to=Status.STOPPED, reason=f"stopped by {who}", actor=who, expect={*IN_FLIGHT, Status.LIVE}
+            )
+            if stopped and building:  # its build Job would run on and push
+                transaction.on_commit(partial(tasks.cleanup_deployment.delay, deployment.pk))
         transaction.on_commit(lambda: tasks.teardown_app.delay(app.pk))
 
 

@@ -19,10 +19,15 @@ class DeploymentTask(Task):  # type: ignore[misc]
     """A pipeline task for one deployment: when retries run out, the deployment fails with the last error."""
 
     def on_failure(self, exc: Exception, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
-        if isinstance(exc, TemporaryError) and args:
+        if isinstance(exc, TemporaryError) and args and self.name in STEP_STATUS:
             from apps.deployments import pipeline
 
-            pipeline.give_up(int(args[0]), f"{exc} (gave up after {(self.max_retries or 0) + 1} attempts)")
+            message = f"{exc} (gave up after {(self.max_retries or 0) + 1} attempts)"
+            pipeline.give_up(int(args[0]), message, expect={STEP_STATUS[self.name]})
+
+
+# The status each step works on: giving up fails only a deployment still there.
+STEP_STATUS = {"deployments.run": "pending", "deployments.apply": "deploying"}
 
 
 # A temporary error (cluster or registry unreachable) is retried with back-off; when the
@@ -60,6 +65,14 @@ def cleanup_deployment(deployment_id: int) -> None:
     from apps.deployments import pipeline
 
     pipeline.cleanup(deployment_id)
+
+
+@shared_task(name="deployments.restore", **{**TASK_OPTIONS, "base": Task})
+def restore_app(app_id: int) -> None:
+    """Put the serving deployment's manifests back after a newer rollout failed or was cancelled."""
+    from apps.deployments import pipeline
+
+    pipeline.restore(app_id)
 
 
 @shared_task(name="deployments.teardown", **{**TASK_OPTIONS, "base": Task})

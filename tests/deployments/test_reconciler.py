@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 def enqueued(monkeypatch):
     """Record what the reconciler sends to the broker (the seam between it and the worker)."""
     sent: list[tuple[str, int]] = []
-    for name in ("run_deployment", "apply_deployment", "cleanup_deployment"):
+    for name in ("run_deployment", "apply_deployment", "cleanup_deployment", "restore_app"):
         task = getattr(tasks, name)
         monkeypatch.setattr(task, "delay", lambda pk, *a, _n=name: sent.append((_n, pk)))
     return sent

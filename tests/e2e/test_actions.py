@@ -93,6 +93,8 @@ def test_a_failed_rollout_leaves_the_previous_deployment_serving(demo, alice, be
     first.refresh_from_db()
     assert first.status == "live"
     assert any(p["status"].get("phase") == "Running" and p["spec"]["containers"][0]["image"] == IMAGE for p in pods(demo))
+    # and the failed version is taken out of the workload, so it stops crash-looping beside it
+    wait_until(lambda: deployed_image(demo) == IMAGE, timeout=30, message="the serving image to be applied again")
 
 
 def test_a_controller_killed_mid_rollout_reaches_the_truth_after_restart(demo, alice, behaviours, slipway_stack):
@@ -126,3 +128,43 @@ def test_a_redeploy_right_after_stop_is_not_undone_by_the_teardown(demo, alice, 
     slipway_stack.restart("worker")
     assert settled(again).status == "live", again.error
     assert k8s_deployment(demo) is not None
+
+
+def deployed_image(app) -> str | None:
+    k8s = k8s_deployment(app)
+    return k8s["spec"]["template"]["spec"]["containers"][0]["image"] if k8s else None
+
+
+def test_cancelling_a_rollout_puts_the_serving_version_back(demo, alice, behaviours):
+    behave(behaviours, demo, "healthy")
+    first = settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE))
+    behave(behaviours, demo, "slow_start", ready_after=120.0)
+    second = services.deployment_create(app=demo, trigger="manual", actor=alice, image=OTHER_IMAGE)
+    wait_until(
+        lambda: Deployment.objects.get(pk=second.pk).rollout_generation, timeout=30, message="the new manifests to be applied"
+    )
+    second.refresh_from_db()
+    assert services.deployment_cancel(deployment=second, actor=alice)
+    wait_until(lambda: deployed_image(demo) == IMAGE, timeout=30, message="the serving image to be applied again")
+    first.refresh_from_db()
+    assert first.status == "live"
+    assert any("Re-applied #1" in t for t in first.log_lines.values_list("text", flat=True))
+
+
+def test_a_newer_rollout_supersedes_one_still_in_progress(demo, alice, behaviours):
+    slow = {"type": "slow_start", "start_delay": 0.2, "ready_after": 120.0}
+    behaviours.set(f"{demo.name}-old", match={"namespace": demo.namespace, "image": IMAGE}, behaviour=slow, priority=1)
+    behaviours.set(
+        f"{demo.name}-new",
+        match={"namespace": demo.namespace, "image": OTHER_IMAGE},
+        behaviour={"type": "healthy", "start_delay": 0.2, "ready_after": 0.3},
+        priority=1,
+    )
+    older = services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE)
+    wait_until(
+        lambda: Deployment.objects.get(pk=older.pk).rollout_generation, timeout=30, message="the first manifests to be applied"
+    )
+    newer = settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=OTHER_IMAGE))
+    older.refresh_from_db()
+    assert newer.status == "live", newer.error
+    assert (older.status, older.stopped_reason, older.live_at) == ("stopped", f"superseded by #{newer.number}", None)

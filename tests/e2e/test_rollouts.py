@@ -138,7 +138,12 @@ def test_a_pod_that_runs_but_stops_passing_readiness_is_running_and_unhealthy(de
     for pod in app_pods(demo):
         pipeline.cluster().delete("Pod", pod["metadata"]["name"], demo.namespace)
     health_is(demo, "unhealthy", "readiness probe failing")
-    assert [p["status"]["phase"] for p in app_pods(demo)] == ["Running"]
+
+    def running_and_unhealthy():
+        demo.refresh_from_db()
+        return [p["status"]["phase"] for p in app_pods(demo)] == ["Running"] and demo.health_reason == "readiness probe failing"
+
+    wait_until(running_and_unhealthy, timeout=30, message="the replacement pod to run while its health says readiness fails")
 
 
 def test_an_app_whose_pods_vanish_shows_no_running_pods(demo, alice, behaviours):
