@@ -81,11 +81,14 @@ def test_each_member_of_the_failure_set_fails_the_rollout_with_its_reason(demo, 
     assert demo.health_state == "none"  # never live: no runtime indicator
 
 
-def test_a_crash_keeps_the_last_log_lines_as_context(demo, alice, behaviours):
-    behave(behaviours, demo, "crash", after=0.3, exit_code=1, backoff=0.5, log_lines=["booting", "KeyError: 'DATABASE_URL'"])
+def test_a_crash_keeps_the_last_log_lines_as_context_with_secrets_masked(demo, alice, behaviours):
+    services.env_var_set(app=demo, name="API_KEY", value="sk_live_0123456789", secret=True)
+    lines = ["booting with key sk_live_0123456789", "KeyError: 'DATABASE_URL'"]
+    behave(behaviours, demo, "crash", after=0.3, exit_code=1, backoff=0.5, log_lines=lines)
     deployment = settled(services.deployment_create(app=demo, trigger="manual", actor=alice, image=IMAGE))
     assert deployment.status == "failed"
     assert "Last log lines:" in deployment.error and "KeyError: 'DATABASE_URL'" in deployment.error
+    assert "booting with key ********" in deployment.error and "sk_live_0123456789" not in deployment.error
 
 
 def test_readiness_that_never_passes_fails_at_the_progress_deadline(demo, alice, behaviours):
