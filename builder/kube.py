@@ -72,7 +72,7 @@ KINDS = {
 # (API group, resource, verbs): what the calls below need, and all platform/ grants.
 RBAC_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     # apply (server-side apply creates as well as patches), list to prune, delete
-    ("", "namespaces", ("create", "patch")),
+    ("", "namespaces", ("create", "patch", "delete")),
     ("", "secrets", ("create", "patch", "list", "delete")),
     ("", "services", ("create", "patch", "list", "delete")),
     ("networking.k8s.io", "ingresses", ("create", "patch", "list", "delete")),

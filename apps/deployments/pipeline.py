@@ -325,6 +325,15 @@ def restore(app_id: int) -> None:
     logs.append(serving, LogLine.Step.ROLLOUT, f"Re-applied #{serving.number}: the newer rollout did not finish.")
 
 
+def delete_namespace(app_id: int) -> None:
+    """Delete the app's namespace and so everything in it (the app is being deleted)."""
+    app = App.objects.get(pk=app_id)
+    try:
+        cluster().delete("Namespace", app.namespace)
+    except ClusterError as e:
+        raise TemporaryError(e.message) from e
+
+
 def teardown(app_id: int) -> None:
     """Delete an app's workloads, Service, Ingress and env Secret (Stop); builds keep their own clean-up."""
     app = App.objects.get(pk=app_id)

@@ -251,10 +251,10 @@ def env_var_delete(*, app: App, name: str) -> bool:
 
 
 def teardown_now(app: App) -> None:
-    """Remove the app's cluster resources now, with the code the worker runs for Stop (without its retries)."""
+    """Remove everything the app has in the cluster now: its namespace, with workloads, builds and Secrets."""
     from apps.deployments import pipeline
 
-    pipeline.teardown(app.pk)
+    pipeline.delete_namespace(app.pk)
 
 
 def app_delete(*, app: App, actor: User, teardown: Callable[[App], None] | None = None) -> None:

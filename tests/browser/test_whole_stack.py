@@ -134,7 +134,8 @@ def test_a_person_ships_watches_and_stops_an_app(slipway_stack, open_page, alice
     page.get_by_role("button", name=f"Delete {name}").click()
     expect(page.locator(".message-success")).to_contain_text(f"Deleted {name}.")
     assert not App.objects.filter(name=name).exists()
-    assert _app_objects(name) == []
+    # The app's namespace is deleted; Kubernetes removes what it holds in the background.
+    wait_until(lambda: _app_objects(name) == [], timeout=60, message="the app's cluster objects to be gone")
 
 
 def _app_objects(name: str) -> list[str]:
