@@ -325,7 +325,7 @@ class Controller:
         pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp", ""), default=None)
         if pod is not None:
             self._follow_build_logs(deployment, pod)
-        verdict = judge_build(job, pod, job_deleted=deleted)
+        verdict = judge_build(job, pod, job_deleted=deleted, now=timezone.now())
         if verdict is None:
             return
         if pod is not None:
@@ -335,8 +335,10 @@ class Controller:
         else:
             message = verdict.message or self._build_failure_message(deployment, pod, verdict)
             logs.append(deployment, LogLine.Step.SYSTEM, f"Failed: {message}")
-            if transition(deployment, to=Status.FAILED, error=message, expect={Status.BUILDING}):
-                tasks.cleanup_deployment.delay(deployment.pk) if deleted else None
+            if transition(deployment, to=Status.FAILED, error=message, expect={Status.BUILDING}) and message.startswith(
+                "build timed out"
+            ):
+                tasks.cleanup_deployment.delay(deployment.pk)  # the Job may still be running: stop it
 
     def _built(self, deployment: Deployment, verdict: Verdict) -> None:
         from builder import jobs as build_jobs

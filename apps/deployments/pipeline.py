@@ -331,7 +331,10 @@ def delete_namespace(app_id: int) -> None:
     try:
         cluster().delete("Namespace", app.namespace)
     except ClusterError as e:
-        raise TemporaryError(e.message) from e
+        if not e.permanent:
+            raise TemporaryError(e.message) from e
+        # No cluster configured, or it refuses for good: nothing Slipway can remove there.
+        log.warning("deleting the namespace of %s: %s", app.name, e.message)
 
 
 def teardown(app_id: int) -> None:

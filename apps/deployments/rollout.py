@@ -110,6 +110,16 @@ def readiness_stalled(pods: Iterable[Obj], *, now: dt.datetime) -> bool:
 BUILD_STEPS = ("clone", "plan", "build")
 
 
+def _past_deadline(job: Obj, now: dt.datetime | None) -> bool:
+    """Say whether a Job still running is past its deadline (some Job controllers only notice on their next sync)."""
+    started = (job.get("status") or {}).get("startTime")
+    seconds = (job.get("spec") or {}).get("activeDeadlineSeconds")
+    complete = (_conditions(job).get("Complete") or {}).get("status") == "True"
+    if now is None or not started or not seconds or complete:
+        return False
+    return now > dt.datetime.fromisoformat(started.replace("Z", "+00:00")) + dt.timedelta(seconds=seconds) + DEADLINE_GRACE
+
+
 def build_step_states(pod: Obj) -> list[tuple[str, Mapping[str, Any]]]:
     """Return (container name, state) for the build pod's steps, in order."""
     status = pod.get("status") or {}
@@ -119,13 +129,23 @@ def build_step_states(pod: Obj) -> list[tuple[str, Mapping[str, Any]]]:
     return [(name, found[name]) for name in BUILD_STEPS if name in found]
 
 
-def judge_build(job: Obj | None, pod: Obj | None, *, job_deleted: bool = False) -> Verdict | None:
+# How late the Job controller may be in enforcing activeDeadlineSeconds before Slipway does.
+DEADLINE_GRACE = dt.timedelta(seconds=15)
+
+
+def judge_build(job: Obj | None, pod: Obj | None, *, job_deleted: bool = False, now: dt.datetime | None = None) -> Verdict | None:
     """Return the build's outcome: live here means "built" (the message holds the termination message)."""
     if job_deleted:
         return Verdict("failed", "build failed: the build Job was deleted from outside Slipway")
     if job is None:
         return None
     conditions = _conditions(job)
+    failed = conditions.get("Failed") or {}
+    if failed.get("status") == "True" and failed.get("reason") == "DeadlineExceeded" or _past_deadline(job, now):
+        # Checked before the containers: the Job controller kills them when time runs out,
+        # and their exit codes would otherwise hide why.
+        seconds = (job.get("spec") or {}).get("activeDeadlineSeconds")
+        return Verdict("failed", f"build timed out after {seconds} s")
     if pod is not None:
         for name, cs in build_step_states(pod):
             state = cs.get("state") or {}
@@ -143,11 +163,7 @@ def judge_build(job: Obj | None, pod: Obj | None, *, job_deleted: bool = False) 
                 return Verdict("failed", f"{name} failed: {waiting.get('reason')}: {waiting.get('message', '')}".rstrip(": "))
             if name == "build" and term and term.get("exitCode") == 0:
                 return Verdict("live", term.get("message", ""))
-    failed = conditions.get("Failed") or {}
     if failed.get("status") == "True":
-        if failed.get("reason") == "DeadlineExceeded":
-            seconds = (job.get("spec") or {}).get("activeDeadlineSeconds")
-            return Verdict("failed", f"build timed out after {seconds} s")
         return Verdict("failed", f"build failed: {failed.get('reason', 'Job failed')}: {failed.get('message', '')}".rstrip(": "))
     complete = conditions.get("Complete") or {}
     if complete.get("status") == "True" and pod is None:

@@ -132,3 +132,12 @@ def test_a_build_image_that_cannot_be_pulled_fails_the_step():
         JOB, build_pod({"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "alpine/git:v2.49.1"'}})
     )
     assert verdict.message == 'clone failed: ImagePullBackOff: Back-off pulling image "alpine/git:v2.49.1"'
+
+
+def test_a_job_still_running_past_its_deadline_and_the_grace_fails_as_timed_out():
+    import datetime as dt
+
+    job = {**JOB, "spec": {"activeDeadlineSeconds": 25}, "status": {"startTime": "2026-11-30T11:59:00Z"}}
+    running = build_pod(DONE, DONE, {"running": {"startedAt": "2026-11-30T11:59:05Z"}})
+    assert judge_build(job, running, now=NOW - dt.timedelta(seconds=30)) is None
+    assert judge_build(job, running, now=NOW).message == "build timed out after 25 s"
