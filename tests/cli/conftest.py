@@ -6,11 +6,11 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from kubesim.wait import WaitTimeout, wait_for
 from tests.api import conftest as api_fixtures
 
 # The live web process and tokens, shared with the API tests.
@@ -44,17 +44,21 @@ class Cli:
             into.append(line)
 
     def wait_for_output(self, text: str, *, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.stdout):
-            if self.process.poll() is not None and not any(text in line for line in self.stdout):
+        def printed() -> bool:
+            if any(text in line for line in self.stdout):
+                return True
+            if self.process.poll() is not None:
                 for reader in self._readers:
                     reader.join(2)
                 if any(text in line for line in self.stdout):
-                    return
+                    return True
                 pytest.fail(f"slipway exited {self.process.returncode} without printing {text!r}:\n{self.out}\n{self.err}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"slipway did not print {text!r} within {timeout} s:\n{self.out}\n{self.err}")
-            time.sleep(0.05)  # polling the collected output, bounded by the deadline
+            return False
+
+        try:
+            wait_for(printed, timeout=timeout, interval=0.05, message=f"slipway to print {text!r}")
+        except WaitTimeout:
+            pytest.fail(f"slipway did not print {text!r} within {timeout} s:\n{self.out}\n{self.err}")
 
     def wait(self, timeout: float = 60) -> int:
         code = self.process.wait(timeout)

@@ -8,7 +8,6 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from pathlib import Path
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from kubesim.wait import WaitTimeout, wait_for
 
 # Fixed identity and dates so commits are reproducible and never read the host's config.
 _GIT_ENV = {
@@ -146,14 +147,16 @@ class GitDaemon:
 
 def wait_for_port(port: int, *, timeout: float = 10.0) -> None:
     """Wait until something accepts connections on 127.0.0.1:PORT."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.settimeout(0.2)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_for(listening, timeout=timeout, interval=0.05, message=f"something to listen on 127.0.0.1:{port}")
+    except WaitTimeout as e:
+        raise RuntimeError(str(e)) from None
 
 
 def start_git_daemon(base_path: Path, *, port: int | None = None, receive_pack: bool = False) -> GitDaemon:

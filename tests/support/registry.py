@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import requests
 
+from kubesim.wait import WaitTimeout, wait_for
 from tests.support.git import free_port
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
@@ -99,21 +99,23 @@ def start_registry(*, username: str | None = None, password: str | None = None, 
     log = open(root / "registry.log", "wb")  # noqa: SIM115 - lives as long as the process
     process = subprocess.Popen([REGISTRY_BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
     server = RegistryServer(host=f"127.0.0.1:{port}", root=root, process=process, username=username, password=password)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if process.poll() is not None:
             output = (root / "registry.log").read_text(errors="replace")
             server.stop()
             raise RuntimeError(f"docker-registry exited: {output[-2000:]}")
         try:
-            response = requests.get(f"{server.url}/v2/", timeout=1)
-            if response.status_code in (200, 401):
-                return server
+            return requests.get(f"{server.url}/v2/", timeout=1).status_code in (200, 401)
         except requests.ConnectionError:
-            pass
-        time.sleep(0.05)
-    server.stop()
-    raise RuntimeError(f"docker-registry did not answer on {server.host} within {timeout} s")
+            return False
+
+    try:
+        wait_for(answers, timeout=timeout, interval=0.05, message=f"docker-registry to answer on {server.host}")
+    except WaitTimeout as e:
+        server.stop()
+        raise RuntimeError(str(e)) from None
+    return server
 
 
 @contextmanager
