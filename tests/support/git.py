@@ -122,6 +122,17 @@ def push_commit(repo: TestRepo, branch: str, files: Mapping[str, str], message: 
     return sha
 
 
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """Stop a server process and wait for it: politely first, then for good."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 @dataclass
 class GitDaemon:
     """A running `git daemon` exporting every repository under base_path."""
@@ -136,13 +147,7 @@ class GitDaemon:
 
     def stop(self) -> None:
         """Stop the daemon and wait for it."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 def wait_for_port(port: int, *, timeout: float = 10.0) -> None:
@@ -304,13 +309,7 @@ class GitSshServer:
 
     def stop(self) -> None:
         """Stop sshd and wait for it."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 def sshd_available() -> bool:

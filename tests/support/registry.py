@@ -20,7 +20,7 @@ from pathlib import Path
 import requests
 
 from kubesim.wait import WaitTimeout, wait_for
-from tests.support.git import free_port
+from tests.support.git import free_port, stop_process
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -57,13 +57,7 @@ class RegistryServer:
 
     def stop(self) -> None:
         """Stop the registry, wait for it and remove its storage."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
